@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: ((GPL-2.0 WITH Linux-syscall-note) OR Linux-OpenIB) */
+/*
+ * bzc uAPI: enums and flags shared by the kernel driver and the provider.
+ */
+#ifndef BZC_USER_IOCTL_VERBS_H
+#define BZC_USER_IOCTL_VERBS_H
+
+#include <linux/types.h>
+
+/*
+ * bzc is out of tree and has no RDMA_DRIVER_* id of its own. This private id
+ * is reported as RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, matched by the provider and
+ * carried in every ioctl header. It sits far above upstream's dense enum
+ * (19 entries in Linux 6.1); see emu/README.md for the risk.
+ */
+#define BZC_RDMA_DRIVER_ID 0x627a
+
+/*
+ * Matched against the uverbs device's abi_version. Never bumped: new
+ * behaviour is negotiated with comp_mask and capability bits instead.
+ */
+#define BZC_UVERBS_ABI_VERSION 1
+
+/* bzc_alloc_ucontext_req.comp_mask: optional behaviours the provider asks for. */
+enum bzc_alloc_ucontext_req_mask {
+	BZC_ALLOC_UCTX_REQ_MASK_ALL = 0,
+};
+
+/* bzc_alloc_ucontext_resp.comp_mask: which response fields are valid. */
+enum bzc_alloc_ucontext_resp_mask {
+	BZC_ALLOC_UCTX_RESP_CAPS = 1 << 0,
+};
+
+/* bzc_alloc_ucontext_resp.caps: what this kernel driver implements. */
+enum bzc_device_caps {
+	/* Rings are mapped with rdma_user_mmap_entry keys from responses. */
+	BZC_CAP_MMAP_ENTRIES = 1 << 0,
+};
+
+/* bzc_cq_ring_hdr.arm: what the next completion event waits for. */
+enum bzc_cq_arm {
+	BZC_CQ_ARM_NONE = 0,
+	BZC_CQ_ARM_NEXT = 1,		/* any completion */
+	BZC_CQ_ARM_SOLICITED = 2,	/* solicited or error completions */
+};
+
+/* bzc_cqe.wc_flags */
+enum bzc_cqe_flags {
+	BZC_CQE_WITH_IMM = 1 << 0,
+	BZC_CQE_WITH_INV = 1 << 1,
+	BZC_CQE_GRH = 1 << 2,
+	BZC_CQE_SOLICITED = 1 << 3,
+};
+
+#endif /* BZC_USER_IOCTL_VERBS_H */
