@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: compile-time layout checks of the uAPI structs, as the kernel sees
+ * them. The provider checks the same numbers natively and with -m32, so all
+ * three ABIs (i386, x32, x86_64) must agree with these.
+ */
+#include <linux/build_bug.h>
+#include <linux/stddef.h>
+#include <rdma/bzc-abi.h>
+
+static_assert(sizeof(struct bzc_alloc_ucontext_req) == 8);
+static_assert(offsetof(struct bzc_alloc_ucontext_req, comp_mask) == 0);
+
+static_assert(sizeof(struct bzc_alloc_ucontext_resp) == 16);
+static_assert(offsetof(struct bzc_alloc_ucontext_resp, comp_mask) == 0);
+static_assert(offsetof(struct bzc_alloc_ucontext_resp, caps) == 8);
+
+static_assert(sizeof(struct bzc_cq_ring_hdr) == 16);
+static_assert(offsetof(struct bzc_cq_ring_hdr, prod) == 0);
+static_assert(offsetof(struct bzc_cq_ring_hdr, cons) == 4);
+static_assert(offsetof(struct bzc_cq_ring_hdr, arm) == 8);
+static_assert(sizeof(struct bzc_cq_ring_hdr) <= BZC_CQ_RING_CQE_OFFSET);
+
+static_assert(sizeof(struct bzc_cqe) == 40);
+static_assert(offsetof(struct bzc_cqe, wr_id) == 0);
+static_assert(offsetof(struct bzc_cqe, byte_len) == 8);
+static_assert(offsetof(struct bzc_cqe, imm_data) == 12);
+static_assert(offsetof(struct bzc_cqe, qp_num) == 16);
+static_assert(offsetof(struct bzc_cqe, src_qp) == 20);
+static_assert(offsetof(struct bzc_cqe, vendor_err) == 24);
+static_assert(offsetof(struct bzc_cqe, pkey_index) == 28);
+static_assert(offsetof(struct bzc_cqe, slid) == 30);
+static_assert(offsetof(struct bzc_cqe, status) == 32);
+static_assert(offsetof(struct bzc_cqe, opcode) == 33);
+static_assert(offsetof(struct bzc_cqe, wc_flags) == 34);
+static_assert(offsetof(struct bzc_cqe, sl) == 35);
+static_assert(offsetof(struct bzc_cqe, dlid_path_bits) == 36);
+
+static_assert(sizeof(struct bzc_create_cq_resp) == 16);
+static_assert(offsetof(struct bzc_create_cq_resp, mmap_key) == 0);
+static_assert(offsetof(struct bzc_create_cq_resp, mmap_len) == 8);
+static_assert(offsetof(struct bzc_create_cq_resp, entries) == 12);
+static_assert(sizeof(struct bzc_resize_cq_resp) ==
+	      sizeof(struct bzc_create_cq_resp));

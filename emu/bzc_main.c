@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: module entry, `rdma link add/delete`, and the netdev that carries
+ * each device's port.
+ */
+#include <linux/module.h>
+#include <linux/if_vlan.h>
+#include <net/addrconf.h>
+#include <rdma/rdma_netlink.h>
+
+#include "bzc.h"
+
+static void bzc_dispatch_port_event(struct bzc_dev *bdev,
+				    enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = &bdev->ibdev,
+		.element.port_num = BZC_PORT,
+		.event = type,
+	};
+
+	ib_dispatch_event(&ev);
+}
+
+/* Called under RTNL: report a port state change exactly once. */
+static void bzc_update_port_state(struct bzc_dev *bdev)
+{
+	enum ib_port_state state = bzc_port_state(bdev);
+
+	if (state == bdev->port_state)
+		return;
+	bdev->port_state = state;
+	bzc_dispatch_port_event(bdev, state == IB_PORT_ACTIVE ?
+				IB_EVENT_PORT_ACTIVE : IB_EVENT_PORT_ERR);
+	dev_info(&bdev->ibdev.dev, "port %u %s on %s\n", BZC_PORT,
+		 state == IB_PORT_ACTIVE ? "active" : "down",
+		 netdev_name(bdev->ndev));
+}
+
+static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
+{
+	struct bzc_dev *bdev;
+	int err;
+
+	bdev = ib_alloc_device(bzc_dev, ibdev);
+	if (!bdev)
+		return -ENOMEM;
+
+	bdev->ndev = ndev;
+	xa_init_flags(&bdev->mr_xa, XA_FLAGS_ALLOC1);
+	bzc_init_device_attr(bdev);
+	ib_set_device_ops(&bdev->ibdev, &bzc_dev_ops);
+
+	bdev->ibdev.node_type = RDMA_NODE_IB_CA;
+	bdev->ibdev.phys_port_cnt = 1;
+	bdev->ibdev.num_comp_vectors = 1;
+	bdev->ibdev.local_dma_lkey = 0;
+	addrconf_addr_eui48((unsigned char *)&bdev->ibdev.node_guid,
+			    ndev->dev_addr);
+	strscpy(bdev->ibdev.node_desc, "bzc bulk zero-copy device",
+		sizeof(bdev->ibdev.node_desc));
+
+	err = ib_device_set_netdev(&bdev->ibdev, ndev, BZC_PORT);
+	if (err)
+		goto err_dealloc;
+
+	/* newlink runs under RTNL, so the state cannot change under us. */
+	bdev->port_state = bzc_port_state(bdev);
+
+	/* No DMA device: the core stores kernel virtual addresses in SGEs. */
+	err = ib_register_device(&bdev->ibdev, ibdev_name, NULL);
+	if (err)
+		goto err_dealloc;
+
+	if (bdev->port_state == IB_PORT_ACTIVE)
+		bzc_dispatch_port_event(bdev, IB_EVENT_PORT_ACTIVE);
+	return 0;
+
+err_dealloc:
+	ib_dealloc_device(&bdev->ibdev);
+	return err;
+}
+
+static int bzc_newlink(const char *ibdev_name, struct net_device *ndev)
+{
+	struct ib_device *exists;
+
+	if (is_vlan_dev(ndev)) {
+		pr_err(BZC_DRV_NAME ": %s is a VLAN; add the device on its real netdev\n",
+		       netdev_name(ndev));
+		return -EPERM;
+	}
+
+	exists = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
+	if (exists) {
+		pr_err(BZC_DRV_NAME ": %s already carries %s\n",
+		       netdev_name(ndev), dev_name(&exists->dev));
+		ib_device_put(exists);
+		return -EEXIST;
+	}
+
+	return bzc_dev_add(ibdev_name, ndev);
+}
+
+static struct rdma_link_ops bzc_link_ops = {
+	.type = BZC_DRV_NAME,
+	.newlink = bzc_newlink,
+};
+
+static int bzc_netdev_event(struct notifier_block *nb, unsigned long event,
+			    void *arg)
+{
+	struct net_device *ndev = netdev_notifier_info_to_dev(arg);
+	struct ib_device *ibdev;
+	struct bzc_dev *bdev;
+
+	ibdev = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
+	if (!ibdev)
+		return NOTIFY_DONE;
+	bdev = to_bdev(ibdev);
+
+	switch (event) {
+	case NETDEV_UNREGISTER:
+		/* The netdev goes away: so does the device (as with rxe). */
+		ib_unregister_device_queued(ibdev);
+		break;
+	case NETDEV_UP:
+	case NETDEV_DOWN:
+	case NETDEV_CHANGE:
+		bzc_update_port_state(bdev);
+		break;
+	default:
+		break;
+	}
+
+	ib_device_put(ibdev);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block bzc_netdev_notifier = {
+	.notifier_call = bzc_netdev_event,
+};
+
+static int __init bzc_init(void)
+{
+	int err;
+
+	err = register_netdevice_notifier(&bzc_netdev_notifier);
+	if (err)
+		return err;
+
+	rdma_link_register(&bzc_link_ops);
+	return 0;
+}
+
+static void __exit bzc_exit(void)
+{
+	rdma_link_unregister(&bzc_link_ops);
+	ib_unregister_driver(BZC_RDMA_DRIVER_ID);
+	unregister_netdevice_notifier(&bzc_netdev_notifier);
+}
+
+module_init(bzc_init);
+module_exit(bzc_exit);
+
+MODULE_AUTHOR("The bzc developers");
+MODULE_DESCRIPTION("bzc: software bulk zero-copy RDMA device");
+MODULE_LICENSE("Dual BSD/GPL");
+MODULE_ALIAS_RDMA_LINK(BZC_DRV_NAME);

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: kernel memory shared with a process (rings), mapped through the
+ * uverbs file with rdma_user_mmap_entry keys, and the rings built on it.
+ *
+ * The entry owns the memory: an object that shares a ring removes its entry
+ * when it is destroyed, and the memory is freed by bzc_mmap_free() only once
+ * the process has unmapped it too, so a stale mapping never points at freed
+ * pages.
+ */
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "bzc.h"
+
+static struct bzc_mmap_entry *bzc_mmap_insert(struct ib_ucontext *ibuc,
+					      void *kaddr, size_t size, u64 *key)
+{
+	struct bzc_mmap_entry *entry;
+	int err;
+
+	entry = kzalloc(sizeof(*entry), GFP_KERNEL);
+	if (!entry)
+		return ERR_PTR(-ENOMEM);
+
+	entry->kaddr = kaddr;
+	err = rdma_user_mmap_entry_insert(ibuc, &entry->rdma_entry,
+					  PAGE_ALIGN(size));
+	if (err) {
+		kfree(entry);
+		return ERR_PTR(err);
+	}
+
+	*key = rdma_user_mmap_get_offset(&entry->rdma_entry);
+	return entry;
+}
+
+int bzc_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
+{
+	struct rdma_user_mmap_entry *rdma_entry;
+	int err;
+
+	/* Checks the key and that the length matches the entry. */
+	rdma_entry = rdma_user_mmap_entry_get(ibuc, vma);
+	if (!rdma_entry)
+		return -EINVAL;
+
+	err = remap_vmalloc_range(vma, to_bmmap(rdma_entry)->kaddr, 0);
+	rdma_user_mmap_entry_put(rdma_entry);
+	return err;
+}
+
+void bzc_mmap_free(struct rdma_user_mmap_entry *rdma_entry)
+{
+	struct bzc_mmap_entry *entry = to_bmmap(rdma_entry);
+
+	vfree(entry->kaddr);
+	kfree(entry);
+}
+
+/*
+ * Allocate a zeroed ring of `entries` slots after a header of `hdr_bytes`.
+ * With udata (a user object) the ring is also offered for mmap and
+ * ring->mmap_key/mmap_len say where; a kernel consumer's ring is private.
+ */
+int bzc_ring_alloc(struct bzc_ring *ring, struct ib_udata *udata,
+		   size_t hdr_bytes, size_t slot_bytes, u32 entries)
+{
+	struct bzc_ucontext *uctx;
+	size_t len;
+
+	len = PAGE_ALIGN(hdr_bytes + (size_t)entries * slot_bytes);
+	if (len > U32_MAX)
+		return -EINVAL;
+
+	ring->kaddr = vmalloc_user(len);
+	if (!ring->kaddr)
+		return -ENOMEM;
+	ring->entries = entries;
+	ring->mmap_len = len;
+	ring->mmap = NULL;
+
+	if (!udata)
+		return 0;
+
+	uctx = rdma_udata_to_drv_context(udata, struct bzc_ucontext, ibuc);
+	ring->mmap = bzc_mmap_insert(&uctx->ibuc, ring->kaddr, len,
+				     &ring->mmap_key);
+	if (IS_ERR(ring->mmap)) {
+		int err = PTR_ERR(ring->mmap);
+
+		vfree(ring->kaddr);
+		ring->mmap = NULL;
+		return err;
+	}
+	return 0;
+}
+
+/*
+ * The kernel must not touch the ring after this. A mapped ring's memory
+ * lives on until the process unmaps it (bzc_mmap_free()).
+ */
+void bzc_ring_free(struct bzc_ring *ring)
+{
+	if (ring->mmap)
+		rdma_user_mmap_entry_remove(&ring->mmap->rdma_entry);
+	else
+		vfree(ring->kaddr);
+	ring->kaddr = NULL;
+	ring->mmap = NULL;
+}
