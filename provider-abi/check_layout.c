@@ -1,0 +1,810 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * Run-time check of ibverbs_provider.h against the installed libibverbs.
+ *
+ * The static asserts in the header can only compare our declarations with
+ * themselves and with public headers.  This program makes the real library
+ * read and write through them and checks the results land where the
+ * declarations say:
+ *
+ *  1. struct verbs_device: _verbs_init_and_alloc_context() takes a device
+ *     reference (refcount must go 1 -> 2), verbs_uninit_context() drops it.
+ *  2. The context_offset convention of _verbs_init_and_alloc_context().
+ *  3. Default ops: with nothing installed, ops fail with EOPNOTSUPP.
+ *  4. struct verbs_context_ops: 63 of the 76 entries are copied by
+ *     verbs_set_ops() into public fields of struct verbs_context or
+ *     struct ibv_context_ops.  Each slot gets a distinct fake value and
+ *     each public field must receive the value of the right slot.
+ *  5. The other 13 entries are only reachable through libibverbs entry
+ *     points, so they get real functions and are called that way, with a
+ *     context opened by ibv_open_device() (which also reads
+ *     verbs_device.ops, .sysfs and verbs_device_ops.alloc_context).
+ *  6. The command helpers (ibv_cmd_create_cq, _create_cq_ex, _resize_cq,
+ *     _destroy_cq, _reg_mr, _rereg_mr, _dereg_mr), the command structs
+ *     and struct verbs_mr / verbs_cq.  The context's cmd_fd is the write
+ *     end of a pipe: the uverbs ioctl fails there with ENOTTY, so
+ *     libibverbs falls back to write() and the command lands in the pipe,
+ *     where every field is compared with what was passed in, including
+ *     the response address and length the kernel would write to.  The
+ *     "write" succeeds, so the helpers then read the response buffer,
+ *     pre-filled here as the kernel would fill it, into the objects.
+ *  7. verbs_device_ops.uninit_device: called by libibverbs when the last
+ *     device reference goes away.
+ *
+ * It never touches a real device: with verbs_device.sysfs NULL,
+ * ibv_open_device() passes cmd_fd -1 and the fake ops never reach the
+ * kernel, and the commands of step 6 go to a pipe.  Exit status 0 means
+ * every check passed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ibverbs_provider.h"
+
+static int failures;
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
+				__LINE__, #cond);                              \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
+/* Provider context with guard words on both sides of the verbs_context. */
+struct test_context {
+	uint64_t guard_before[3];
+	struct verbs_context vctx;
+	uint64_t guard_after;
+};
+
+#define GUARD 0x6275726e6f757421ULL
+
+static struct verbs_device *test_vdev;
+static int alloc_context_calls;
+static int uninit_device_calls;
+static int last_cmd_fd = -2;
+
+/* Bit per invisible op, set when libibverbs calls it. */
+enum {
+	CALLED_CREATE_CQ_EX,
+	CALLED_FREE_CONTEXT,
+	CALLED_IMPORT_DM,
+	CALLED_IMPORT_MR,
+	CALLED_IMPORT_PD,
+	CALLED_QUERY_ECE,
+	CALLED_QUERY_PORT,
+	CALLED_QUERY_QP_DATA_IN_ORDER,
+	CALLED_REG_DMABUF_MR,
+	CALLED_SET_ECE,
+	CALLED_UNIMPORT_DM,
+	CALLED_UNIMPORT_MR,
+	CALLED_UNIMPORT_PD,
+	CALLED_NUM,
+};
+static unsigned int called;
+
+#define MARK(bit) (called |= 1U << (bit))
+
+static struct ibv_cq_ex *t_create_cq_ex(struct ibv_context *context,
+					struct ibv_cq_init_attr_ex *init_attr)
+{
+	MARK(CALLED_CREATE_CQ_EX);
+	errno = ENOSPC;
+	return NULL;
+}
+
+static void t_free_context(struct ibv_context *ibctx)
+{
+	struct test_context *ctx =
+		container_of(ibctx, struct test_context, vctx.context);
+
+	MARK(CALLED_FREE_CONTEXT);
+	verbs_uninit_context(&ctx->vctx);
+	free(ctx);
+}
+
+static struct ibv_dm *t_import_dm(struct ibv_context *context,
+				  uint32_t dm_handle)
+{
+	if (dm_handle == 7)
+		MARK(CALLED_IMPORT_DM);
+	errno = ENOSPC;
+	return NULL;
+}
+
+static struct ibv_mr *t_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	if (mr_handle == 6)
+		MARK(CALLED_IMPORT_MR);
+	errno = ENOSPC;
+	return NULL;
+}
+
+static struct ibv_pd *t_import_pd(struct ibv_context *context,
+				  uint32_t pd_handle)
+{
+	if (pd_handle == 5)
+		MARK(CALLED_IMPORT_PD);
+	errno = ENOSPC;
+	return NULL;
+}
+
+static int t_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	MARK(CALLED_QUERY_ECE);
+	return ENOSPC;
+}
+
+static int t_query_port(struct ibv_context *context, uint8_t port_num,
+			struct ibv_port_attr *port_attr)
+{
+	if (port_num == 3)
+		MARK(CALLED_QUERY_PORT);
+	port_attr->state = IBV_PORT_ACTIVE;
+	port_attr->gid_tbl_len = 77;
+	return 0;
+}
+
+static int t_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
+				    uint32_t flags)
+{
+	MARK(CALLED_QUERY_QP_DATA_IN_ORDER);
+	return 42;
+}
+
+static struct ibv_mr *t_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				      size_t length, uint64_t iova, int fd,
+				      int access)
+{
+	if (offset == 1 && length == 2 && iova == 3 && fd == 4 && access == 5)
+		MARK(CALLED_REG_DMABUF_MR);
+	errno = ENOSPC;
+	return NULL;
+}
+
+static int t_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	MARK(CALLED_SET_ECE);
+	return ENOSPC;
+}
+
+static void t_unimport_dm(struct ibv_dm *dm)
+{
+	MARK(CALLED_UNIMPORT_DM);
+}
+
+static void t_unimport_mr(struct ibv_mr *mr)
+{
+	MARK(CALLED_UNIMPORT_MR);
+}
+
+static void t_unimport_pd(struct ibv_pd *pd)
+{
+	MARK(CALLED_UNIMPORT_PD);
+}
+
+/* The 13 ops verbs_set_ops() stores only in the library's private copy. */
+static const struct verbs_context_ops hidden_ops = {
+	.create_cq_ex = t_create_cq_ex,
+	.free_context = t_free_context,
+	.import_dm = t_import_dm,
+	.import_mr = t_import_mr,
+	.import_pd = t_import_pd,
+	.query_ece = t_query_ece,
+	.query_port = t_query_port,
+	.query_qp_data_in_order = t_query_qp_data_in_order,
+	.reg_dmabuf_mr = t_reg_dmabuf_mr,
+	.set_ece = t_set_ece,
+	.unimport_dm = t_unimport_dm,
+	.unimport_mr = t_unimport_mr,
+	.unimport_pd = t_unimport_pd,
+};
+
+static struct verbs_context *t_alloc_context(struct ibv_device *ibdev,
+					     int cmd_fd, void *private_data)
+{
+	struct test_context *ctx;
+
+	alloc_context_calls++;
+	last_cmd_fd = cmd_fd;
+	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, vctx, 0x627a);
+	if (!ctx)
+		return NULL;
+	verbs_set_ops(&ctx->vctx, &hidden_ops);
+	return &ctx->vctx;
+}
+
+static void t_uninit_device(struct verbs_device *vdev)
+{
+	CHECK(vdev == test_vdev);
+	uninit_device_calls++;
+	free(vdev);
+}
+
+static const struct verbs_device_ops test_dev_ops = {
+	.name = "pabi_check",
+	.match_min_abi_version = 1,
+	.match_max_abi_version = 1,
+	.alloc_context = t_alloc_context,
+	.uninit_device = t_uninit_device,
+};
+
+/* Fake, never-called "function addresses" for the slot test. */
+union ops_slots {
+	struct verbs_context_ops ops;
+	uintptr_t slot[BZC_VERBS_CONTEXT_OPS_NUM];
+};
+_Static_assert(sizeof(union ops_slots) == sizeof(struct verbs_context_ops),
+	       "ops are not plain pointers");
+
+#define SLOT_VALUE(member)                                                     \
+	((uintptr_t)0x100000 +                                                 \
+	 offsetof(struct verbs_context_ops, member) * 0x10)
+
+/* Public field @pub must hold the value given to ops member @member. */
+#define CHECK_SLOT(pub, member)                                                \
+	do {                                                                   \
+		uintptr_t got;                                                 \
+		_Static_assert(sizeof(pub) == sizeof(uintptr_t), #pub);        \
+		memcpy(&got, &(pub), sizeof(got));                             \
+		if (got != SLOT_VALUE(member)) {                               \
+			fprintf(stderr,                                        \
+				"%s:%d: %s holds %#lx, expected ops.%s "       \
+				"(%#lx)\n",                                    \
+				__FILE__, __LINE__, #pub,                      \
+				(unsigned long)got, #member,                   \
+				(unsigned long)SLOT_VALUE(member));            \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
+static void check_defaults(struct verbs_context *vctx)
+{
+	struct ibv_context *ibctx = &vctx->context;
+
+	/* Nothing installed yet: the library's defaults answer. */
+	CHECK(ibctx->ops.poll_cq(NULL, 0, NULL) == EOPNOTSUPP);
+	CHECK(ibctx->ops.post_send(NULL, NULL, NULL) == EOPNOTSUPP);
+	CHECK(ibctx->ops.req_notify_cq(NULL, 0) == EOPNOTSUPP);
+	CHECK(vctx->query_device_ex(ibctx, NULL, NULL, 0) == EOPNOTSUPP);
+	errno = 0;
+	CHECK(vctx->create_qp_ex(ibctx, NULL) == NULL && errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK(vctx->alloc_dm(ibctx, NULL) == NULL && errno == EOPNOTSUPP);
+}
+
+static void check_visible_slots(struct verbs_context *vctx)
+{
+	struct ibv_context_ops *cops = &vctx->context.ops;
+	union ops_slots u;
+	unsigned int i;
+
+	for (i = 0; i < BZC_VERBS_CONTEXT_OPS_NUM; i++)
+		u.slot[i] = (uintptr_t)0x100000 + i * sizeof(void *) * 0x10;
+
+	verbs_set_ops(vctx, &u.ops);
+
+	/* Copied to struct verbs_context */
+	CHECK_SLOT(vctx->advise_mr, advise_mr);
+	CHECK_SLOT(vctx->alloc_dm, alloc_dm);
+	CHECK_SLOT(vctx->alloc_null_mr, alloc_null_mr);
+	CHECK_SLOT(vctx->alloc_parent_domain, alloc_parent_domain);
+	CHECK_SLOT(vctx->alloc_td, alloc_td);
+	CHECK_SLOT(vctx->attach_counters_point_flow,
+		   attach_counters_point_flow);
+	CHECK_SLOT(vctx->close_xrcd, close_xrcd);
+	CHECK_SLOT(vctx->create_counters, create_counters);
+	CHECK_SLOT(vctx->create_flow_action_esp, create_flow_action_esp);
+	CHECK_SLOT(vctx->ibv_create_flow, create_flow);
+	CHECK_SLOT(vctx->create_qp_ex, create_qp_ex);
+	CHECK_SLOT(vctx->create_rwq_ind_table, create_rwq_ind_table);
+	CHECK_SLOT(vctx->create_srq_ex, create_srq_ex);
+	CHECK_SLOT(vctx->create_wq, create_wq);
+	CHECK_SLOT(vctx->dealloc_td, dealloc_td);
+	CHECK_SLOT(vctx->destroy_counters, destroy_counters);
+	CHECK_SLOT(vctx->ibv_destroy_flow, destroy_flow);
+	CHECK_SLOT(vctx->destroy_flow_action, destroy_flow_action);
+	CHECK_SLOT(vctx->destroy_rwq_ind_table, destroy_rwq_ind_table);
+	CHECK_SLOT(vctx->destroy_wq, destroy_wq);
+	CHECK_SLOT(vctx->free_dm, free_dm);
+	CHECK_SLOT(vctx->get_srq_num, get_srq_num);
+	CHECK_SLOT(vctx->modify_cq, modify_cq);
+	CHECK_SLOT(vctx->modify_flow_action_esp, modify_flow_action_esp);
+	CHECK_SLOT(vctx->modify_qp_rate_limit, modify_qp_rate_limit);
+	CHECK_SLOT(vctx->modify_wq, modify_wq);
+	CHECK_SLOT(vctx->open_qp, open_qp);
+	CHECK_SLOT(vctx->open_xrcd, open_xrcd);
+	CHECK_SLOT(vctx->post_srq_ops, post_srq_ops);
+	CHECK_SLOT(vctx->query_device_ex, query_device_ex);
+	CHECK_SLOT(vctx->query_rt_values, query_rt_values);
+	CHECK_SLOT(vctx->read_counters, read_counters);
+	CHECK_SLOT(vctx->reg_dm_mr, reg_dm_mr);
+
+	/* Copied to struct ibv_context_ops */
+	CHECK_SLOT(cops->alloc_mw, alloc_mw);
+	CHECK_SLOT(cops->bind_mw, bind_mw);
+	CHECK_SLOT(cops->dealloc_mw, dealloc_mw);
+	CHECK_SLOT(cops->poll_cq, poll_cq);
+	CHECK_SLOT(cops->post_recv, post_recv);
+	CHECK_SLOT(cops->post_send, post_send);
+	CHECK_SLOT(cops->post_srq_recv, post_srq_recv);
+	CHECK_SLOT(cops->req_notify_cq, req_notify_cq);
+
+	/* Copied to the _compat_ pointers of struct ibv_context_ops */
+	CHECK_SLOT(cops->_compat_alloc_pd, alloc_pd);
+	CHECK_SLOT(cops->_compat_async_event, async_event);
+	CHECK_SLOT(cops->_compat_attach_mcast, attach_mcast);
+	CHECK_SLOT(cops->_compat_cq_event, cq_event);
+	CHECK_SLOT(cops->_compat_create_ah, create_ah);
+	CHECK_SLOT(cops->_compat_create_cq, create_cq);
+	CHECK_SLOT(cops->_compat_create_qp, create_qp);
+	CHECK_SLOT(cops->_compat_create_srq, create_srq);
+	CHECK_SLOT(cops->_compat_dealloc_pd, dealloc_pd);
+	CHECK_SLOT(cops->_compat_dereg_mr, dereg_mr);
+	CHECK_SLOT(cops->_compat_destroy_ah, destroy_ah);
+	CHECK_SLOT(cops->_compat_destroy_cq, destroy_cq);
+	CHECK_SLOT(cops->_compat_destroy_qp, destroy_qp);
+	CHECK_SLOT(cops->_compat_destroy_srq, destroy_srq);
+	CHECK_SLOT(cops->_compat_detach_mcast, detach_mcast);
+	CHECK_SLOT(cops->_compat_modify_qp, modify_qp);
+	CHECK_SLOT(cops->_compat_modify_srq, modify_srq);
+	CHECK_SLOT(cops->_compat_query_qp, query_qp);
+	CHECK_SLOT(cops->_compat_query_srq, query_srq);
+	CHECK_SLOT(cops->_compat_reg_mr, reg_mr);
+	CHECK_SLOT(cops->_compat_rereg_mr, rereg_mr);
+	CHECK_SLOT(cops->_compat_resize_cq, resize_cq);
+}
+
+/* Steps 1-4, on a context that is never opened or used. */
+static void check_init_and_slots(void)
+{
+	struct test_context *ctx;
+	unsigned int i;
+
+	ctx = verbs_init_and_alloc_context(&test_vdev->device, -1, ctx, vctx,
+					   0x627a);
+	CHECK(ctx != NULL);
+	if (!ctx)
+		return;
+
+	CHECK(atomic_load(&test_vdev->refcount) == 2);
+	for (i = 0; i < 3; i++)
+		CHECK(ctx->guard_before[i] == 0);
+	CHECK(ctx->guard_after == 0);
+	CHECK(ctx->vctx.context.device == &test_vdev->device);
+	CHECK(ctx->vctx.context.cmd_fd == -1);
+	CHECK(ctx->vctx.context.async_fd == -1);
+	CHECK(ctx->vctx.sz == sizeof(struct verbs_context));
+	CHECK(ctx->vctx.priv != NULL);
+	CHECK(verbs_get_ctx(&ctx->vctx.context) == &ctx->vctx);
+
+	ctx->guard_before[0] = ctx->guard_before[2] = GUARD;
+	ctx->guard_after = GUARD;
+
+	check_defaults(&ctx->vctx);
+	check_visible_slots(&ctx->vctx);
+
+	CHECK(ctx->guard_before[0] == GUARD && ctx->guard_before[2] == GUARD);
+	CHECK(ctx->guard_after == GUARD);
+
+	verbs_uninit_context(&ctx->vctx);
+	CHECK(atomic_load(&test_vdev->refcount) == 1);
+	free(ctx);
+}
+
+/* Step 5: the ops that only libibverbs' own entry points reach. */
+static void check_hidden_ops(void)
+{
+	struct ibv_cq_init_attr_ex cq_attr = {};
+	struct ibv_port_attr port_attr = {};
+	struct ibv_ece ece = { .vendor_id = 1 };
+	struct ibv_context *ibctx;
+	struct ibv_pd pd = {};
+	struct ibv_mr mr = {};
+	struct ibv_dm dm = {};
+	struct ibv_qp qp = {};
+	unsigned int i;
+
+	ibctx = ibv_open_device(&test_vdev->device);
+	CHECK(ibctx != NULL);
+	if (!ibctx)
+		return;
+	CHECK(alloc_context_calls == 1);
+	CHECK(last_cmd_fd == -1);
+	CHECK(atomic_load(&test_vdev->refcount) == 2);
+
+	pd.context = mr.context = dm.context = qp.context = ibctx;
+
+	CHECK(ibv_query_port(ibctx, 3, &port_attr) == 0);
+	CHECK(port_attr.state == IBV_PORT_ACTIVE);
+	CHECK(port_attr.gid_tbl_len == 77);
+
+	errno = 0;
+	CHECK(ibv_create_cq_ex(ibctx, &cq_attr) == NULL && errno == ENOSPC);
+	CHECK(ibv_import_pd(ibctx, 5) == NULL);
+	ibv_unimport_pd(&pd);
+	CHECK(ibv_import_mr(&pd, 6) == NULL);
+	ibv_unimport_mr(&mr);
+	CHECK(ibv_import_dm(ibctx, 7) == NULL);
+	ibv_unimport_dm(&dm);
+	CHECK(ibv_query_ece(&qp, &ece) == ENOSPC);
+	CHECK(ibv_set_ece(&qp, &ece) == ENOSPC);
+	CHECK(ibv_query_qp_data_in_order(&qp, IBV_WR_RDMA_WRITE, 0) == 42);
+	CHECK(ibv_reg_dmabuf_mr(&pd, 1, 2, 3, 4, 5) == NULL);
+
+	CHECK(ibv_close_device(ibctx) == 0);
+	CHECK(atomic_load(&test_vdev->refcount) == 1);
+
+	for (i = 0; i < CALLED_NUM; i++) {
+		if (!(called & (1U << i))) {
+			fprintf(stderr, "hidden op #%u was not reached\n", i);
+			failures++;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Step 6: command helpers                                                  */
+/* ---------------------------------------------------------------------- */
+
+static int cmd_pipe_rd = -1;
+
+/* A context whose commands go to a pipe; NULL (and a failure) if none. */
+static struct test_context *open_pipe_context(void)
+{
+	struct test_context *ctx;
+	int fds[2];
+
+	if (pipe(fds)) {
+		perror("pipe");
+		failures++;
+		return NULL;
+	}
+	/* Reads never wait: a missing command shows up as EAGAIN. */
+	if (fcntl(fds[0], F_SETFL, O_NONBLOCK)) {
+		perror("fcntl");
+		failures++;
+	}
+	cmd_pipe_rd = fds[0];
+
+	/* Owns fds[1] from here on, and closes it on failure. */
+	ctx = verbs_init_and_alloc_context(&test_vdev->device, fds[1], ctx,
+					   vctx, 0x627a);
+	CHECK(ctx != NULL);
+	if (!ctx) {
+		close(cmd_pipe_rd);
+		return NULL;
+	}
+	return ctx;
+}
+
+static void close_pipe_context(struct test_context *ctx)
+{
+	char extra;
+
+	/* Every command has been read: nothing may be left over. */
+	CHECK(read(cmd_pipe_rd, &extra, 1) < 0 && errno == EAGAIN);
+	verbs_uninit_context(&ctx->vctx);
+	free(ctx);
+	close(cmd_pipe_rd);
+	cmd_pipe_rd = -1;
+}
+
+/* The next command written, which must be exactly @len bytes. */
+static void read_command(void *buf, size_t len)
+{
+	ssize_t n;
+
+	memset(buf, 0xee, len);
+	n = read(cmd_pipe_rd, buf, len + 1);
+	if (n != (ssize_t)len) {
+		fprintf(stderr, "command of %zd bytes, expected %zu\n", n, len);
+		failures++;
+	}
+}
+
+#define CHECK_WRITE_HDR(hdr, cmd, req_len, resp_len)                           \
+	do {                                                                   \
+		CHECK((hdr).command == (cmd));                                 \
+		CHECK((hdr).in_words * 4U == (req_len));                       \
+		CHECK((hdr).out_words * 4U == (resp_len));                     \
+	} while (0)
+
+/* Stand-in for 16 bytes of driver data behind a core response. */
+struct drv_data {
+	uint64_t word[2];
+};
+
+static void check_cq_commands(struct ibv_context *ibctx)
+{
+	struct ibv_comp_channel chan = { .context = ibctx, .fd = 9 };
+	struct {
+		struct ib_uverbs_create_cq_resp core;
+		struct drv_data drv;
+	} resp;
+	struct {
+		struct ib_uverbs_ex_create_cq_resp core;
+		struct drv_data drv;
+	} resp_ex;
+	struct {
+		struct ib_uverbs_resize_cq_resp core;
+		struct drv_data drv;
+	} resize_resp;
+	struct ib_uverbs_create_cq_resp *legacy;
+	struct ibv_cq_init_attr_ex attr = {};
+	struct ibv_create_cq_ex wex;
+	struct ibv_resize_cq rcmd;
+	struct ibv_create_cq w;
+	struct verbs_cq vcq;
+	struct ibv_cq cq;
+	int ret;
+
+	/* ibv_cmd_create_cq(): no driver request, 16 bytes of response. */
+	memset(&cq, 0, sizeof(cq));
+	memset(&resp, 0, sizeof(resp));
+	resp.core.cq_handle = 0x1234;
+	resp.core.cqe = 77;
+	ret = ibv_cmd_create_cq(ibctx, 33, &chan, 2, &cq, NULL, 0, &resp.core,
+				sizeof(resp));
+	CHECK(ret == 0);
+	read_command(&w, sizeof(w));
+	CHECK_WRITE_HDR(w.hdr, IB_USER_VERBS_CMD_CREATE_CQ, sizeof(w),
+			sizeof(resp));
+	/* The kernel writes the driver data right behind the core response. */
+	CHECK(w.core_payload.response == (uintptr_t)&resp.core);
+	CHECK(w.core_payload.user_handle == (uintptr_t)&cq);
+	CHECK(w.core_payload.cqe == 33);
+	CHECK(w.core_payload.comp_vector == 2);
+	CHECK(w.core_payload.comp_channel == 9);
+	CHECK(cq.context == ibctx);
+	CHECK(cq.handle == 0x1234);
+	CHECK(cq.cqe == 77);
+
+	/* ibv_cmd_create_cq_ex(): refuses an unknown comp_mask first. */
+	attr.cqe = 34;
+	attr.channel = &chan;
+	attr.comp_vector = 3;
+	attr.comp_mask = 1U << 7;
+	memset(&vcq, 0, sizeof(vcq));
+	ret = ibv_cmd_create_cq_ex(ibctx, &attr, &vcq, NULL, 0, &resp_ex.core,
+				   sizeof(resp_ex), 0);
+	CHECK(ret == EOPNOTSUPP);
+
+	/*
+	 * Without flags it falls back to the plain CREATE_CQ command, whose
+	 * shorter core response libibverbs places so that the driver data
+	 * still lands behind the extended one.
+	 */
+	attr.comp_mask = 0;
+	memset(&resp_ex, 0, sizeof(resp_ex));
+	legacy = (struct ib_uverbs_create_cq_resp *)((uint8_t *)&resp_ex.drv -
+						      sizeof(*legacy));
+	legacy->cq_handle = 0x2345;
+	legacy->cqe = 78;
+	ret = ibv_cmd_create_cq_ex(ibctx, &attr, &vcq, NULL, 0, &resp_ex.core,
+				   sizeof(resp_ex), 0);
+	CHECK(ret == 0);
+	read_command(&w, sizeof(w));
+	CHECK_WRITE_HDR(w.hdr, IB_USER_VERBS_CMD_CREATE_CQ, sizeof(w),
+			sizeof(*legacy) + sizeof(resp_ex.drv));
+	CHECK(w.core_payload.response + sizeof(*legacy) ==
+	      (uintptr_t)&resp_ex.drv);
+	CHECK(w.core_payload.user_handle == (uintptr_t)&vcq.cq);
+	CHECK(w.core_payload.cqe == 34);
+	CHECK(w.core_payload.comp_vector == 3);
+	CHECK(w.core_payload.comp_channel == 9);
+	CHECK(vcq.cq.context == ibctx);
+	CHECK(vcq.cq.handle == 0x2345);
+	CHECK(vcq.cq.cqe == 78);
+
+	/*
+	 * A timestamp request needs the extended command unless cmd_flags
+	 * (the last argument) says the timestamp may be dropped.
+	 */
+	attr.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	ret = ibv_cmd_create_cq_ex(ibctx, &attr, &vcq, NULL, 0, &resp_ex.core,
+				   sizeof(resp_ex), 0);
+	CHECK(ret == 0);
+	read_command(&wex, sizeof(wex));
+	CHECK(wex.hdr.hdr.command ==
+	      (IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_CREATE_CQ));
+	CHECK(wex.hdr.hdr.in_words * 8U == sizeof(wex.core_payload));
+	CHECK(wex.hdr.hdr.out_words * 8U == sizeof(resp_ex.core));
+	CHECK(wex.hdr.ex_hdr.provider_in_words == 0);
+	CHECK(wex.hdr.ex_hdr.provider_out_words * 8U == sizeof(resp_ex.drv));
+	CHECK(wex.hdr.ex_hdr.response == (uintptr_t)&resp_ex.core);
+	CHECK(wex.core_payload.user_handle == (uintptr_t)&vcq.cq);
+	CHECK(wex.core_payload.cqe == 34);
+	CHECK(wex.core_payload.comp_vector == 3);
+	CHECK(wex.core_payload.comp_channel == 9);
+	CHECK(wex.core_payload.comp_mask == 0);
+	CHECK(wex.core_payload.flags == IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION);
+
+	ret = ibv_cmd_create_cq_ex(ibctx, &attr, &vcq, NULL, 0, &resp_ex.core,
+				   sizeof(resp_ex),
+				   CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX);
+	CHECK(ret == 0);
+	read_command(&w, sizeof(w));
+	CHECK(w.hdr.command == IB_USER_VERBS_CMD_CREATE_CQ);
+
+	/* ibv_cmd_resize_cq(): the command buffer is the provider's. */
+	memset(&rcmd, 0, sizeof(rcmd));
+	memset(&resize_resp, 0, sizeof(resize_resp));
+	resize_resp.core.cqe = 99;
+	cq.handle = 0x55;
+	ret = ibv_cmd_resize_cq(&cq, 40, &rcmd, sizeof(rcmd), &resize_resp.core,
+				sizeof(resize_resp));
+	CHECK(ret == 0);
+	CHECK(cq.cqe == 99);
+	read_command(&w, sizeof(rcmd));
+	CHECK(memcmp(&w, &rcmd, sizeof(rcmd)) == 0);
+	CHECK_WRITE_HDR(rcmd.hdr, IB_USER_VERBS_CMD_RESIZE_CQ, sizeof(rcmd),
+			sizeof(resize_resp));
+	CHECK(rcmd.core_payload.response == (uintptr_t)&resize_resp.core);
+	CHECK(rcmd.core_payload.cq_handle == 0x55);
+	CHECK(rcmd.core_payload.cqe == 40);
+}
+
+static void check_mr_commands(struct ibv_context *ibctx)
+{
+	const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct ibv_pd pd = { .context = ibctx, .handle = 0x66 };
+	struct ibv_pd pd2 = { .context = ibctx, .handle = 0x67 };
+	struct {
+		struct verbs_mr vmr;
+		uint64_t guard;
+	} m;
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_dereg_mr core_payload;
+	} dereg;
+	struct ib_uverbs_rereg_mr_resp rresp;
+	struct ib_uverbs_reg_mr_resp resp;
+	struct ibv_rereg_mr rcmd;
+	struct ibv_reg_mr cmd;
+	uint8_t w[sizeof(struct ibv_rereg_mr)];
+	int ret;
+
+	/* ibv_cmd_reg_mr() */
+	memset(&m, 0, sizeof(m));
+	memset(&cmd, 0, sizeof(cmd));
+	m.vmr.mr_type = IBV_MR_TYPE_DMABUF_MR;
+	m.guard = GUARD;
+	resp.mr_handle = 0x77;
+	resp.lkey = 0x88;
+	resp.rkey = 0x99;
+	ret = ibv_cmd_reg_mr(&pd, (void *)0x10000, 0x2000, 0x30000, access,
+			     &m.vmr, &cmd, sizeof(cmd), &resp, sizeof(resp));
+	CHECK(ret == 0);
+	read_command(w, sizeof(cmd));
+	CHECK(memcmp(w, &cmd, sizeof(cmd)) == 0);
+	CHECK_WRITE_HDR(cmd.hdr, IB_USER_VERBS_CMD_REG_MR, sizeof(cmd),
+			sizeof(resp));
+	CHECK(cmd.core_payload.response == (uintptr_t)&resp);
+	CHECK(cmd.core_payload.start == 0x10000);
+	CHECK(cmd.core_payload.length == 0x2000);
+	CHECK(cmd.core_payload.hca_va == 0x30000);
+	CHECK(cmd.core_payload.pd_handle == 0x66);
+	CHECK(cmd.core_payload.access_flags == (uint32_t)access);
+	CHECK(m.vmr.ibv_mr.context == ibctx);
+	CHECK(m.vmr.ibv_mr.handle == 0x77);
+	CHECK(m.vmr.ibv_mr.lkey == 0x88);
+	CHECK(m.vmr.ibv_mr.rkey == 0x99);
+	CHECK(m.vmr.mr_type == IBV_MR_TYPE_MR);
+	CHECK(m.vmr.access == access);
+	CHECK(m.guard == GUARD);
+
+	/* ibv_cmd_rereg_mr() */
+	memset(&rcmd, 0, sizeof(rcmd));
+	rresp.lkey = 0xaa;
+	rresp.rkey = 0xbb;
+	ret = ibv_cmd_rereg_mr(&m.vmr,
+			       IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS,
+			       (void *)0x50000, 0x6000, 0x70000,
+			       IBV_ACCESS_LOCAL_WRITE, &pd2, &rcmd, sizeof(rcmd),
+			       &rresp, sizeof(rresp));
+	CHECK(ret == 0);
+	read_command(w, sizeof(rcmd));
+	CHECK(memcmp(w, &rcmd, sizeof(rcmd)) == 0);
+	CHECK_WRITE_HDR(rcmd.hdr, IB_USER_VERBS_CMD_REREG_MR, sizeof(rcmd),
+			sizeof(rresp));
+	CHECK(rcmd.core_payload.response == (uintptr_t)&rresp);
+	CHECK(rcmd.core_payload.mr_handle == 0x77);
+	CHECK(rcmd.core_payload.flags ==
+	      (IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS));
+	CHECK(rcmd.core_payload.start == 0x50000);
+	CHECK(rcmd.core_payload.length == 0x6000);
+	CHECK(rcmd.core_payload.hca_va == 0x70000);
+	CHECK(rcmd.core_payload.pd_handle == 0x67);
+	CHECK(rcmd.core_payload.access_flags == IBV_ACCESS_LOCAL_WRITE);
+	CHECK(m.vmr.ibv_mr.lkey == 0xaa);
+	CHECK(m.vmr.ibv_mr.rkey == 0xbb);
+	CHECK(m.vmr.ibv_mr.handle == 0x77);
+	CHECK(m.guard == GUARD);
+
+	/* ibv_cmd_dereg_mr(): no response. */
+	ret = ibv_cmd_dereg_mr(&m.vmr);
+	CHECK(ret == 0);
+	read_command(&dereg, sizeof(dereg));
+	CHECK_WRITE_HDR(dereg.hdr, IB_USER_VERBS_CMD_DEREG_MR, sizeof(dereg),
+			0);
+	CHECK(dereg.core_payload.mr_handle == 0x77);
+}
+
+static void check_commands(void)
+{
+	struct test_context *ctx;
+	struct ibv_cq cq = {};
+
+	ctx = open_pipe_context();
+	if (ctx) {
+		check_cq_commands(&ctx->vctx.context);
+		close_pipe_context(ctx);
+	}
+
+	ctx = open_pipe_context();
+	if (ctx) {
+		check_mr_commands(&ctx->vctx.context);
+		close_pipe_context(ctx);
+	}
+
+	/*
+	 * ibv_cmd_destroy_cq() waits on the kernel's event counts, which a
+	 * pipe cannot supply: on cmd_fd -1 it must fail before that.
+	 */
+	ctx = verbs_init_and_alloc_context(&test_vdev->device, -1, ctx, vctx,
+					   0x627a);
+	CHECK(ctx != NULL);
+	if (!ctx)
+		return;
+	cq.context = &ctx->vctx.context;
+	cq.handle = 1;
+	CHECK(ibv_cmd_destroy_cq(&cq) == EBADF);
+	verbs_uninit_context(&ctx->vctx);
+	free(ctx);
+}
+
+/* Step 7: dropping the last reference calls uninit_device. */
+static void check_release(void)
+{
+	struct ibv_device **list;
+
+	list = calloc(2, sizeof(*list));
+	if (!list) {
+		failures++;
+		return;
+	}
+	list[0] = &test_vdev->device;
+	ibv_free_device_list(list);	/* puts one reference per entry */
+	CHECK(uninit_device_calls == 1);
+}
+
+int main(void)
+{
+	/* What libibverbs' try_driver() does with alloc_device()'s result. */
+	test_vdev = calloc(1, sizeof(*test_vdev));
+	if (!test_vdev)
+		return 2;
+	test_vdev->ops = &test_dev_ops;
+	atomic_init(&test_vdev->refcount, 1);
+
+	check_init_and_slots();
+	check_hidden_ops();
+	check_commands();
+	check_release();
+
+	if (failures) {
+		fprintf(stderr,
+			"provider-abi: %d check(s) failed: ibverbs_provider.h does not match the installed libibverbs\n",
+			failures);
+		return 1;
+	}
+	printf("provider-abi: ibverbs_provider.h matches the installed libibverbs\n");
+	return 0;
+}

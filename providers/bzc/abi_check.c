@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * Compile-time checks of the bzc uAPI layout (kernel-headers/rdma/bzc-abi.h).
+ *
+ * The build compiles this file for the native ABI and again with -m32 (and
+ * -mx32 where the compiler supports it), so a struct whose layout differs
+ * between i386, x32 and x86_64 fails the build.  The sizes are written out
+ * as numbers on purpose: they are the ABI, not whatever the compiler
+ * happens to produce.
+ *
+ * Every struct in bzc-abi.h must have a BZC_CHECK_SIZE() line here; the
+ * build checks that too (providers/bzc/CMakeLists.txt).
+ */
+#include <stddef.h>
+
+#include <rdma/bzc-abi.h>
+#include <rdma/bzc_user_ioctl_verbs.h>
+
+#define BZC_CHECK_SIZE(type, size)                                             \
+	_Static_assert(sizeof(struct type) == (size),                          \
+		       "sizeof(struct " #type ") != " #size)
+#define BZC_CHECK_OFFSET(type, member, offset)                                 \
+	_Static_assert(offsetof(struct type, member) == (offset),              \
+		       "offsetof(struct " #type ", " #member ") != " #offset)
+/* Appended to 8-byte aligned core structs, so 8-byte multiples only. */
+#define BZC_CHECK_ALIGN(type)                                                  \
+	_Static_assert(_Alignof(struct type) == 8 &&                           \
+			       sizeof(struct type) % 8 == 0,                   \
+		       "struct " #type " is not 8-byte aligned and sized")
+
+BZC_CHECK_SIZE(bzc_alloc_ucontext_req, 8);
+BZC_CHECK_OFFSET(bzc_alloc_ucontext_req, comp_mask, 0);
+BZC_CHECK_ALIGN(bzc_alloc_ucontext_req);
+
+BZC_CHECK_SIZE(bzc_alloc_ucontext_resp, 16);
+BZC_CHECK_OFFSET(bzc_alloc_ucontext_resp, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_alloc_ucontext_resp, caps, 8);
+BZC_CHECK_ALIGN(bzc_alloc_ucontext_resp);
+
+/* The CQ ring: header, slot offset, slots (kernel writes, process reads). */
+BZC_CHECK_SIZE(bzc_cq_ring_hdr, 16);
+BZC_CHECK_OFFSET(bzc_cq_ring_hdr, prod, 0);
+BZC_CHECK_OFFSET(bzc_cq_ring_hdr, cons, 4);
+BZC_CHECK_OFFSET(bzc_cq_ring_hdr, arm, 8);
+BZC_CHECK_OFFSET(bzc_cq_ring_hdr, pad, 12);
+_Static_assert(BZC_CQ_RING_CQE_OFFSET == 64, "CQE slots move");
+_Static_assert(BZC_CQ_RING_CQE_OFFSET >= sizeof(struct bzc_cq_ring_hdr),
+	       "CQE slots overlap the ring header");
+_Static_assert(BZC_CQ_RING_CQE_OFFSET % 8 == 0, "CQE slots misaligned");
+
+BZC_CHECK_SIZE(bzc_cqe, 40);
+BZC_CHECK_OFFSET(bzc_cqe, wr_id, 0);
+BZC_CHECK_OFFSET(bzc_cqe, byte_len, 8);
+BZC_CHECK_OFFSET(bzc_cqe, imm_data, 12);
+BZC_CHECK_OFFSET(bzc_cqe, qp_num, 16);
+BZC_CHECK_OFFSET(bzc_cqe, src_qp, 20);
+BZC_CHECK_OFFSET(bzc_cqe, vendor_err, 24);
+BZC_CHECK_OFFSET(bzc_cqe, pkey_index, 28);
+BZC_CHECK_OFFSET(bzc_cqe, slid, 30);
+BZC_CHECK_OFFSET(bzc_cqe, status, 32);
+BZC_CHECK_OFFSET(bzc_cqe, opcode, 33);
+BZC_CHECK_OFFSET(bzc_cqe, wc_flags, 34);
+BZC_CHECK_OFFSET(bzc_cqe, sl, 35);
+BZC_CHECK_OFFSET(bzc_cqe, dlid_path_bits, 36);
+BZC_CHECK_OFFSET(bzc_cqe, pad, 37);
+/* Slots follow each other with their 64-bit wr_id aligned. */
+_Static_assert(_Alignof(struct bzc_cqe) == 8, "bzc_cqe alignment");
+
+BZC_CHECK_SIZE(bzc_create_cq_resp, 16);
+BZC_CHECK_OFFSET(bzc_create_cq_resp, mmap_key, 0);
+BZC_CHECK_OFFSET(bzc_create_cq_resp, mmap_len, 8);
+BZC_CHECK_OFFSET(bzc_create_cq_resp, entries, 12);
+BZC_CHECK_ALIGN(bzc_create_cq_resp);
+
+BZC_CHECK_SIZE(bzc_resize_cq_resp, 16);
+BZC_CHECK_OFFSET(bzc_resize_cq_resp, mmap_key, 0);
+BZC_CHECK_OFFSET(bzc_resize_cq_resp, mmap_len, 8);
+BZC_CHECK_OFFSET(bzc_resize_cq_resp, entries, 12);
+BZC_CHECK_ALIGN(bzc_resize_cq_resp);
+
+/* The arm values and CQE flags fit their fields. */
+_Static_assert(BZC_CQ_ARM_NONE == 0, "the kernel clears arm to 0");
+_Static_assert(BZC_CQ_ARM_NEXT != BZC_CQ_ARM_SOLICITED, "arm values");
+_Static_assert((BZC_CQE_WITH_IMM | BZC_CQE_WITH_INV | BZC_CQE_GRH |
+		BZC_CQE_SOLICITED) <= 0xff,
+	       "bzc_cqe.wc_flags is 8 bits");
+
+/* Driver id 0 is RDMA_DRIVER_UNKNOWN, which libibverbs never matches. */
+_Static_assert(BZC_RDMA_DRIVER_ID != 0, "driver id 0 is the wildcard");
+_Static_assert(BZC_RDMA_DRIVER_ID <= 0xffffffffu, "driver id is 32 bits");
+_Static_assert(BZC_UVERBS_ABI_VERSION > 0, "uverbs ABI version 0");
+
+/* ISO C forbids an empty translation unit. */
+extern int bzc_abi_check_unused;

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: userspace verbs provider for the bzc bulk zero-copy RDMA device.
+ * This file: device matching, context, PD.  cq.c: completion queues.
+ * mr.c: memory regions.
+ *
+ * The control path goes through the libibverbs ibv_cmd_* helpers, which
+ * use the uverbs ioctl interface and fall back to write() on old kernels.
+ * Verbs this provider does not implement yet are left NULL in bzc_ctx_ops:
+ * libibverbs keeps its defaults for them, which fail with EOPNOTSUPP, so
+ * applications and test suites see "not supported" rather than a crash.
+ */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <rdma/bzc_user_ioctl_verbs.h>
+
+#include "bzc.h"
+
+/*
+ * bzc is out of tree and has no RDMA_DRIVER_* number, so its kernel
+ * driver reports the private id BZC_RDMA_DRIVER_ID and this table matches
+ * on it alone.  Matching by id needs the netlink device query (Linux 4.19+
+ * with RDMA netlink); libibverbs' sysfs-only fallback cannot match bzc.
+ */
+static const struct verbs_match_ent bzc_match_table[] = {
+	VERBS_DRIVER_ID(BZC_RDMA_DRIVER_ID),
+	{},
+};
+
+static int bzc_query_device_ex(struct ibv_context *context,
+			       const struct ibv_query_device_ex_input *input,
+			       struct ibv_device_attr_ex *attr,
+			       size_t attr_size)
+{
+	struct ib_uverbs_ex_query_device_resp resp;
+	size_t resp_size = sizeof(resp);
+	uint64_t fw_ver;
+	int ret;
+
+	ret = ibv_cmd_query_device_any(context, input, attr, attr_size, &resp,
+				       &resp_size);
+	if (ret)
+		return ret;
+
+	/*
+	 * The helper leaves the firmware string to the provider.  The kernel
+	 * reports fw_ver as major << 32 | minor << 16 | sub_minor, as rxe
+	 * and siw do.
+	 */
+	fw_ver = resp.base.fw_ver;
+	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),
+		 "%u.%u.%u", (unsigned int)(fw_ver >> 32) & 0xffff,
+		 (unsigned int)(fw_ver >> 16) & 0xffff,
+		 (unsigned int)fw_ver & 0xffff);
+
+	return 0;
+}
+
+static int bzc_query_port(struct ibv_context *context, uint8_t port,
+			  struct ibv_port_attr *attr)
+{
+	/* Only the write() fallback uses (and fills in) cmd. */
+	struct ibv_query_port cmd = {};
+
+	return ibv_cmd_query_port(context, port, attr, &cmd, sizeof(cmd));
+}
+
+static struct ibv_pd *bzc_alloc_pd(struct ibv_context *context)
+{
+	struct ibv_alloc_pd cmd = {};
+	struct ib_uverbs_alloc_pd_resp resp = {};
+	struct ibv_pd *pd;
+	int ret;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+
+	ret = ibv_cmd_alloc_pd(context, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret) {
+		free(pd);
+		/* The helper returns the errno; make sure the caller sees it. */
+		errno = ret;
+		return NULL;
+	}
+
+	return pd;
+}
+
+static int bzc_dealloc_pd(struct ibv_pd *pd)
+{
+	int ret;
+
+	ret = ibv_cmd_dealloc_pd(pd);
+	if (ret)
+		return ret;
+
+	free(pd);
+	return 0;
+}
+
+static void bzc_free_context(struct ibv_context *ibctx)
+{
+	struct bzc_context *ctx = to_bctx(ibctx);
+
+	verbs_uninit_context(&ctx->ibv_ctx);
+	free(ctx);
+}
+
+/*
+ * Every op not listed keeps the libibverbs default (EOPNOTSUPP).  cq_event
+ * keeps its default too, which does nothing: arming lives in the ring
+ * header and needs no bookkeeping when an event is read.
+ */
+static const struct verbs_context_ops bzc_ctx_ops = {
+	.alloc_pd = bzc_alloc_pd,
+	.create_cq = bzc_create_cq,
+	.create_cq_ex = bzc_create_cq_ex,
+	.dealloc_pd = bzc_dealloc_pd,
+	.dereg_mr = bzc_dereg_mr,
+	.destroy_cq = bzc_destroy_cq,
+	.free_context = bzc_free_context,
+	.poll_cq = bzc_poll_cq,
+	.query_device_ex = bzc_query_device_ex,
+	.query_port = bzc_query_port,
+	.reg_mr = bzc_reg_mr,
+	.req_notify_cq = bzc_req_notify_cq,
+	.rereg_mr = bzc_rereg_mr,
+	.resize_cq = bzc_resize_cq,
+};
+
+static struct verbs_context *bzc_alloc_context(struct ibv_device *ibdev,
+					       int cmd_fd,
+					       void *private_data)
+{
+	struct ubzc_alloc_ucontext cmd = {};
+	struct ubzc_alloc_ucontext_resp resp = {};
+	struct bzc_context *ctx;
+	int ret;
+
+	/* Takes ownership of cmd_fd, and closes it if it fails. */
+	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, ibv_ctx,
+					   BZC_RDMA_DRIVER_ID);
+	if (!ctx)
+		return NULL;
+
+	/* No optional behaviour is requested yet. */
+	cmd.drv_payload.comp_mask = 0;
+
+	ret = ibv_cmd_get_context(&ctx->ibv_ctx, &cmd.ibv_cmd, sizeof(cmd),
+				  &resp.ibv_resp, sizeof(resp));
+	if (ret)
+		goto err;
+
+	/*
+	 * resp is zeroed, so a kernel that returns less driver data leaves
+	 * comp_mask 0.  Fields are only valid when their bit is set; bits
+	 * this provider does not know describe fields beyond its struct.
+	 */
+	if (resp.drv_payload.comp_mask & BZC_ALLOC_UCTX_RESP_CAPS)
+		ctx->caps = resp.drv_payload.caps;
+
+	verbs_set_ops(&ctx->ibv_ctx, &bzc_ctx_ops);
+
+	return &ctx->ibv_ctx;
+
+err:
+	/* Closes cmd_fd and drops the device reference taken above. */
+	verbs_uninit_context(&ctx->ibv_ctx);
+	free(ctx);
+	errno = ret;
+	return NULL;
+}
+
+static struct verbs_device *bzc_device_alloc(struct verbs_sysfs_dev *sysfs_dev)
+{
+	struct bzc_device *dev;
+
+	dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return NULL;
+
+	return &dev->ibv_dev;
+}
+
+static void bzc_uninit_device(struct verbs_device *verbs_device)
+{
+	free(to_bdev(&verbs_device->device));
+}
+
+static const struct verbs_device_ops bzc_dev_ops = {
+	.name = "bzc",
+	/*
+	 * The kernel never bumps its uverbs ABI version; new behaviour is
+	 * negotiated with comp_mask and capability bits instead.
+	 */
+	.match_min_abi_version = BZC_UVERBS_ABI_VERSION,
+	.match_max_abi_version = BZC_UVERBS_ABI_VERSION,
+	.match_table = bzc_match_table,
+	.alloc_device = bzc_device_alloc,
+	.uninit_device = bzc_uninit_device,
+	.alloc_context = bzc_alloc_context,
+};
+PROVIDER_DRIVER(bzc, bzc_dev_ops);

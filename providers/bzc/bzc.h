@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
+/*
+ * bzc: userspace verbs provider for the bzc bulk zero-copy RDMA device.
+ */
+#ifndef __BZC_H__
+#define __BZC_H__
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Out of tree this is provider-abi/ibverbs_provider.h, bzc's description of
+ * the rdma-core 44 provider interface; in rdma-core it is
+ * <infiniband/driver.h>.
+ */
+#include <ibverbs_provider.h>
+#include <rdma/bzc-abi.h>
+
+struct bzc_device {
+	struct verbs_device ibv_dev;
+};
+
+struct bzc_context {
+	struct verbs_context ibv_ctx;
+	/* enum bzc_device_caps reported by the kernel, 0 if it sent none */
+	uint64_t caps;
+};
+
+/*
+ * GET_CONTEXT with the bzc driver data appended.  This is the layout
+ * rdma-core's DECLARE_DRV_CMD(ubzc_alloc_ucontext,
+ * IB_USER_VERBS_CMD_GET_CONTEXT, bzc_alloc_ucontext_req,
+ * bzc_alloc_ucontext_resp) produces; libibverbs finds the driver data at
+ * sizeof(struct ibv_get_context) and sizeof(struct
+ * ib_uverbs_get_context_resp), so there must be no padding in between.
+ */
+struct ubzc_alloc_ucontext {
+	struct ibv_get_context ibv_cmd;
+	struct bzc_alloc_ucontext_req drv_payload;
+};
+
+struct ubzc_alloc_ucontext_resp {
+	struct ib_uverbs_get_context_resp ibv_resp;
+	struct bzc_alloc_ucontext_resp drv_payload;
+};
+
+_Static_assert(offsetof(struct ubzc_alloc_ucontext, drv_payload) ==
+		       sizeof(struct ibv_get_context),
+	       "padding between GET_CONTEXT core and driver request");
+_Static_assert(sizeof(struct ubzc_alloc_ucontext) ==
+		       sizeof(struct ibv_get_context) +
+			       sizeof(struct bzc_alloc_ucontext_req),
+	       "padding after GET_CONTEXT driver request");
+_Static_assert(offsetof(struct ubzc_alloc_ucontext_resp, drv_payload) ==
+		       sizeof(struct ib_uverbs_get_context_resp),
+	       "padding between GET_CONTEXT core and driver response");
+_Static_assert(sizeof(struct ubzc_alloc_ucontext_resp) ==
+		       sizeof(struct ib_uverbs_get_context_resp) +
+			       sizeof(struct bzc_alloc_ucontext_resp),
+	       "padding after GET_CONTEXT driver response");
+
+/*
+ * A CQ whose ring the kernel writes and this process reads, without a
+ * system call (kernel-headers/rdma/bzc-abi.h describes the ring).
+ *
+ * lock serialises the users of the ring: poll_cq, a start_poll .. end_poll
+ * batch of the extended API (which holds it throughout), req_notify_cq and
+ * resize_cq, which swaps the ring.  So a thread must not arm or resize a
+ * CQ between its own start_poll and end_poll.  Not taken at all for a CQ
+ * created with IBV_CREATE_CQ_ATTR_SINGLE_THREADED.
+ */
+struct bzc_cq {
+	struct verbs_cq vcq;
+	pthread_spinlock_t lock;
+
+	/*
+	 * The mapping of ring_len bytes: the header at offset 0, CQE slots
+	 * from BZC_CQ_RING_CQE_OFFSET.  hdr is NULL once the ring is lost
+	 * (a resize the kernel did but this process could not map).
+	 */
+	struct bzc_cq_ring_hdr *hdr;
+	size_t ring_len;
+	struct bzc_cqe *cqes;
+	uint32_t entries;		/* a power of two */
+	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED: the caller serialises. */
+	bool single_threaded;
+
+	/*
+	 * Local copy of the consumer index: free running like hdr->cons,
+	 * published to hdr->cons after each batch.
+	 */
+	uint32_t cons;
+	/* Extended polling: the CQE the iterator points at, or NULL. */
+	const struct bzc_cqe *cur;
+};
+
+/*
+ * Responses with the bzc driver data appended, as for GET_CONTEXT above
+ * (rdma-core: DECLARE_DRV_CMD with an empty request).
+ */
+
+/* CREATE_CQ: no driver request data; the ring in the response. */
+struct ubzc_create_cq_resp {
+	struct ib_uverbs_create_cq_resp ibv_resp;
+	struct bzc_create_cq_resp drv_payload;
+};
+
+/* CREATE_CQ for ibv_create_cq_ex(): the extended core response. */
+struct ubzc_create_cq_ex_resp {
+	struct ib_uverbs_ex_create_cq_resp ibv_resp;
+	struct bzc_create_cq_resp drv_payload;
+};
+
+/* RESIZE_CQ: no driver request data; the new ring in the response. */
+struct ubzc_resize_cq_resp {
+	struct ib_uverbs_resize_cq_resp ibv_resp;
+	struct bzc_resize_cq_resp drv_payload;
+};
+
+/*
+ * libibverbs passes everything past the core response as the driver's
+ * output buffer, so the driver part must follow it without padding.
+ */
+#define BZC_ASSERT_RESP_LAYOUT(type, core, drv)                                \
+	_Static_assert(offsetof(struct type, drv_payload) ==                   \
+				       sizeof(struct core) &&                  \
+			       sizeof(struct type) ==                          \
+				       sizeof(struct core) +                   \
+					       sizeof(struct drv),             \
+		       "padding in struct " #type)
+
+BZC_ASSERT_RESP_LAYOUT(ubzc_create_cq_resp, ib_uverbs_create_cq_resp,
+		       bzc_create_cq_resp);
+BZC_ASSERT_RESP_LAYOUT(ubzc_create_cq_ex_resp, ib_uverbs_ex_create_cq_resp,
+		       bzc_create_cq_resp);
+BZC_ASSERT_RESP_LAYOUT(ubzc_resize_cq_resp, ib_uverbs_resize_cq_resp,
+		       bzc_resize_cq_resp);
+
+static inline struct bzc_device *to_bdev(struct ibv_device *ibdev)
+{
+	return container_of(ibdev, struct bzc_device, ibv_dev.device);
+}
+
+static inline struct bzc_context *to_bctx(struct ibv_context *ibctx)
+{
+	return container_of(ibctx, struct bzc_context, ibv_ctx.context);
+}
+
+static inline struct bzc_cq *to_bcq(struct ibv_cq *ibcq)
+{
+	return container_of(ibcq, struct bzc_cq, vcq.cq);
+}
+
+static inline struct bzc_cq *to_bcq_ex(struct ibv_cq_ex *ibcq)
+{
+	return container_of(ibcq, struct bzc_cq, vcq.cq_ex);
+}
+
+/* cq.c */
+struct ibv_cq *bzc_create_cq(struct ibv_context *context, int cqe,
+			     struct ibv_comp_channel *channel,
+			     int comp_vector);
+struct ibv_cq_ex *bzc_create_cq_ex(struct ibv_context *context,
+				   struct ibv_cq_init_attr_ex *attr);
+int bzc_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
+int bzc_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
+int bzc_resize_cq(struct ibv_cq *ibcq, int cqe);
+int bzc_destroy_cq(struct ibv_cq *ibcq);
+
+/* mr.c */
+struct ibv_mr *bzc_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+			  uint64_t hca_va, int access);
+int bzc_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		 void *addr, size_t length, int access);
+int bzc_dereg_mr(struct verbs_mr *vmr);
+
+#endif /* __BZC_H__ */
