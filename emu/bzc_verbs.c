@@ -22,10 +22,7 @@
 #define BZC_MAX_MR_SIZE		(1ULL << 40)
 #define BZC_MAX_PD		SZ_64K
 #define BZC_MAX_QP_RD_ATOM	128
-#define BZC_MAX_SRQ		SZ_16K
-#define BZC_MAX_SRQ_WR		SZ_16K
 #define BZC_MAX_AH		SZ_64K
-#define BZC_MAX_MW		SZ_64K
 #define BZC_MAX_MSG_SZ		(1U << 31)
 /* Any page size the CPU maps: pages are pinned, not DMA-mapped. */
 #define BZC_PAGE_SIZE_CAP	(PAGE_SIZE | SZ_2M | SZ_1G)
@@ -61,11 +58,15 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_qp_init_rd_atom = BZC_MAX_QP_RD_ATOM;
 	a->max_res_rd_atom = BZC_MAX_QP_RD_ATOM * BZC_MAX_QP;
 	a->atomic_cap = IB_ATOMIC_HCA;
-	a->max_srq = BZC_MAX_SRQ;
-	a->max_srq_wr = BZC_MAX_SRQ_WR;
-	a->max_srq_sge = BZC_MAX_SGE;
+	/*
+	 * SRQs and memory windows are not implemented yet: advertise none, so
+	 * that applications (UCX, MPI) that size by these do not try them.
+	 */
+	a->max_srq = 0;
+	a->max_srq_wr = 0;
+	a->max_srq_sge = 0;
 	a->max_ah = BZC_MAX_AH;
-	a->max_mw = BZC_MAX_MW;
+	a->max_mw = 0;
 	a->max_pkeys = BZC_PKEY_TBL_LEN;
 	a->local_ca_ack_delay = 15;
 }

@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
+"""Fixtures for the bzc pyverbs tests.
+
+Run inside the guest prepared by tools/bzc-machine (root, bzc0 on bzcnet0,
+rxe0 on rxenet0, RDMAV_DRIVERS pointing at the provider).  Every test:
+  * fails if the kernel log gained WARNING:/BUG:/Oops/Call Trace lines
+    while it ran (the log delta is attached to the report either way);
+  * leaves the module, netdev and device as the harness created them
+    (a test that deletes bzc0 or the module gets them recreated).
+"""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bzc_helpers as h  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        'markers', 'disruptive: deletes/re-creates the device, netdev or module')
+
+
+@pytest.fixture(scope='session')
+def baseline():
+    """Check the environment once and record the harness' initial state."""
+    if os.geteuid() != 0:
+        pytest.fail('the bzc tests must run as root (inside tools/bzc-machine)',
+                    pytrace=False)
+    if not h.dev_exists():
+        hint = ('no /sys/class/infiniband: the RDMA core is not loaded'
+                if not os.path.isdir(h.SYS_IB) else
+                f'devices present: {h.ib_devices()}')
+        pytest.fail(f'RDMA device {h.DEV} not present ({hint}); run the suite '
+                    f'through tools/bzc-machine', pytrace=False)
+    if not h.netdev_exists():
+        pytest.fail(f'netdev {h.NETDEV} not present', pytrace=False)
+    return h.Baseline()
+
+
+@pytest.fixture(autouse=True)
+def kernel_log(request):
+    """Kernel log delta of one test; fails the test on warnings/oopses."""
+    reader = h.KmsgReader()
+    yield reader
+    lines = reader.read_new()
+    reader.close()
+    if lines:
+        request.node.add_report_section('teardown', 'kernel log',
+                                        '\n'.join(lines))
+    bad = h.bad_kernel_lines(lines)
+    if bad:
+        pytest.fail('kernel log shows problems during this test:\n' +
+                    '\n'.join(lines[-80:]), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def restore_state(kernel_log, baseline, request):
+    """Recreate module/netdev/device if a test removed or changed them.
+    Depends on kernel_log so that warnings the restore triggers are still
+    charged to the test that broke things."""
+    # make sure a previous test did not leave a mess behind (it should not)
+    actions = baseline.restore()
+    if actions:
+        request.node.add_report_section('setup', 'state restored',
+                                        '\n'.join(actions))
+    yield
+    actions = baseline.restore()
+    if actions:
+        request.node.add_report_section('teardown', 'state restored',
+                                        '\n'.join(actions))
+
+
+@pytest.fixture
+def dev_name():
+    return h.DEV
+
+
+@pytest.fixture
+def ctx():
+    """An opened pyverbs Context on the device under test."""
+    import pyverbs.device as d
+    c = d.Context(name=h.DEV)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def raw_ctx():
+    """The same device opened through ctypes (cmd_fd/async_fd visible)."""
+    from verbs_ctypes import RawContext
+    c = RawContext(h.DEV)
+    yield c
+    c.close()

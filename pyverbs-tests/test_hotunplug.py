@@ -1,0 +1,234 @@
+# SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
+"""Removing the device while a process has it open: the removal completes
+without waiting for the process, the process gets IBV_EVENT_DEVICE_FATAL,
+its later verbs fail, and it can still close everything cleanly."""
+
+import errno
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import pyverbs.device as d
+import pyverbs.enums as e
+from pyverbs.pd import PD
+import pytest
+
+import bzc_helpers as h
+
+pytestmark = pytest.mark.disruptive
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHILD = os.path.join(HERE, 'hotunplug_child.py')
+# generous for TCG; a removal that waits for the user never finishes
+REMOVE_TIMEOUT = 30
+
+
+class Child:
+    def __init__(self, name, fatal_timeout=60):
+        self.p = subprocess.Popen([sys.executable, CHILD, name,
+                                   str(fatal_timeout)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        self.q = queue.Queue()
+        self.lines = []
+        threading.Thread(target=self._reader, daemon=True).start()
+
+    def _reader(self):
+        for line in self.p.stdout:
+            self.q.put(line.rstrip('\n'))
+        self.q.put(None)
+
+    def expect(self, key, timeout):
+        """Wait for a line starting with key; return its words."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.q.get(timeout=max(0.01, deadline -
+                                              time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f'child: no {key} within {timeout}s; '
+                                     f'so far: {self.lines}')
+            if line is None:
+                raise AssertionError(f'child exited before {key}: '
+                                     f'{self.lines} stderr: '
+                                     f'{self.p.stderr.read()}')
+            self.lines.append(line)
+            if line.split()[0] == key:
+                return line.split()
+
+    def release(self):
+        try:
+            self.p.stdin.write('close\n')
+            self.p.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def finish(self, timeout=60):
+        if 'WAITING' not in self.lines:
+            # the test failed before the child got the fatal event: do not
+            # wait for its timeout, and let a blocked removal complete
+            self.p.kill()
+        self.release()
+        try:
+            self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        while True:
+            try:
+                line = self.q.get(timeout=1)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+        return self.p.returncode
+
+    def result(self, key):
+        for line in self.lines:
+            w = line.split()
+            if w[0] == key:
+                return w[1:]
+        return None
+
+
+def _check_child_after_fatal(child):
+    assert 'FATAL' in child.lines, \
+        f'no IBV_EVENT_DEVICE_FATAL in the process: {child.lines}'
+    alloc = child.result('ALLOC_PD')
+    assert alloc and alloc[0] == 'FAILED', \
+        f'ibv_alloc_pd succeeded on a removed device: {child.lines}'
+    assert int(alloc[1]) in (errno.EIO, errno.ENODEV), \
+        f'ibv_alloc_pd after removal: errno {alloc[1]} (expected EIO)'
+    qp = child.result('QUERY_PORT')
+    assert qp and qp[0] == 'FAILED', \
+        f'ibv_query_port succeeded on a removed device: {child.lines}'
+
+
+def test_delete_link_while_open():
+    child = Child(h.DEV)
+    try:
+        child.expect('READY', 60)
+        t0 = time.monotonic()
+        cp = h.link_delete(check=False, timeout=REMOVE_TIMEOUT)
+        took = time.monotonic() - t0
+        assert cp.returncode == 0, f'rdma link delete failed: {cp.stderr}'
+        assert took < REMOVE_TIMEOUT
+        assert h.wait_until(lambda: not h.dev_exists(), 10), \
+            f'{h.DEV} still listed after delete returned'
+        child.expect('WAITING', 90)
+        _check_child_after_fatal(child)
+        # the device is gone for new users too
+        assert h.DEV not in [x.name.decode() for x in _device_list()]
+        with pytest.raises(d.PyverbsRDMAError):
+            d.Context(name=h.DEV)
+    finally:
+        rc = child.finish()
+    assert child.result('CLOSE_PD') == ['OK'], child.lines
+    assert child.result('CLOSE_CTX') == ['OK'], child.lines
+    assert rc == 0, f'child exit {rc}: {child.lines}'
+
+
+def _device_list():
+    try:
+        return d.get_device_list()
+    except d.PyverbsRDMAError:      # no devices at all
+        return []
+
+
+def test_delete_link_while_open_then_child_killed():
+    """The process dies (SIGKILL) after the removal instead of closing."""
+    child = Child(h.DEV)
+    try:
+        child.expect('READY', 60)
+        cp = h.link_delete(check=False, timeout=REMOVE_TIMEOUT)
+        assert cp.returncode == 0, cp.stderr
+        child.expect('WAITING', 90)
+        child.p.kill()
+        child.p.wait(30)
+    finally:
+        child.finish()
+    # re-adding the device works while nothing of the old one is left
+    h.link_add()
+    assert h.wait_until(lambda: h.sysfs_port_state() == h.PORT_ACTIVE, 10)
+
+
+def test_netdev_deletion_while_open():
+    """Same through the netdev going away (a queued unregistration)."""
+    h.ip('link', 'add', 'bzctmp0', 'type', 'dummy')
+    h.ip('link', 'set', 'bzctmp0', 'up')
+    h.link_add('bzctmp', 'bzctmp0')
+    child = Child('bzctmp')
+    try:
+        child.expect('READY', 60)
+        h.ip('link', 'del', 'bzctmp0', timeout=REMOVE_TIMEOUT)
+        assert h.wait_until(lambda: not h.dev_exists('bzctmp'),
+                            REMOVE_TIMEOUT), \
+            'device not removed while a process holds it open'
+        child.expect('WAITING', 90)
+        _check_child_after_fatal(child)
+    finally:
+        rc = child.finish()
+        h.ip('link', 'del', 'bzctmp0', check=False)
+    assert rc == 0, child.lines
+
+
+def test_delete_link_while_open_in_process():
+    """An in-process context: DEVICE_FATAL through get_async_event, then
+    closing the PD and the context do not raise."""
+    # run the removal from a thread so a hang shows up as a failure here
+    # instead of a deadlock: the context is only closed afterwards
+    c, afd = h.open_pyverbs_context()
+    pd = PD(c)
+    res = {}
+
+    def remove():
+        try:
+            res['cp'] = h.link_delete(check=False, timeout=REMOVE_TIMEOUT)
+        except Exception as ex:     # reported by the main thread
+            res['ex'] = ex
+    t = threading.Thread(target=remove)
+    t.start()
+    try:
+        ok, seen = h.wait_event(lambda tmo: h.pyverbs_async_event(c, afd, tmo),
+                                e.IBV_EVENT_DEVICE_FATAL, REMOVE_TIMEOUT,
+                                ignore=(e.IBV_EVENT_PORT_ERR,
+                                        e.IBV_EVENT_PORT_ACTIVE,
+                                        e.IBV_EVENT_GID_CHANGE))
+        assert ok, f'no IBV_EVENT_DEVICE_FATAL (saw {seen})'
+        t.join(REMOVE_TIMEOUT)
+        assert not t.is_alive(), 'rdma link delete hangs while a context is open'
+        assert 'ex' not in res, res['ex']
+        assert res['cp'].returncode == 0, res['cp'].stderr
+        with pytest.raises(d.PyverbsRDMAError):
+            PD(c)
+    finally:
+        pd.close()
+        c.close()
+        t.join(REMOVE_TIMEOUT)
+
+
+def test_module_unload_while_open():
+    """rmmod while a process holds the device open: either refused (EBUSY,
+    device still fine) or the device is removed under the process like a
+    hot-unplug.  No hang, no warning."""
+    child = Child(h.DEV, fatal_timeout=20)
+    try:
+        child.expect('READY', 60)
+        cp = h.run(['rmmod', h.MODULE_NAME], check=False,
+                   timeout=REMOVE_TIMEOUT)
+        if cp.returncode == 0:
+            assert not h.dev_exists()
+            child.expect('WAITING', 90)
+            _check_child_after_fatal(child)
+        else:
+            assert h.module_loaded() and h.dev_exists()
+            # the child times out waiting for an event that never comes
+            child.expect('WAITING', 90)
+            assert 'NO_FATAL' in child.lines, child.lines
+    finally:
+        rc = child.finish()
+    assert rc == 0, child.lines
