@@ -53,7 +53,7 @@ struct bzc_cqe {
 	__le16 pkey_index;
 	__le16 slid;
 	__u8 status;		/* enum ibv_wc_status (== enum ib_wc_status) */
-	__u8 opcode;		/* enum ib_uverbs_wc_opcode */
+	__u8 opcode;		/* enum ibv_wc_opcode (== enum ib_wc_opcode) */
 	__u8 wc_flags;		/* enum bzc_cqe_flags */
 	__u8 sl;
 	__u8 dlid_path_bits;
@@ -71,6 +71,104 @@ struct bzc_resize_cq_resp {
 	__aligned_u64 mmap_key;
 	__u32 mmap_len;
 	__u32 entries;
+};
+
+/*
+ * Work queue rings (SQ and RQ): struct bzc_wq_ring_hdr at offset 0, then
+ * `entries` slots of `wqe_size` bytes from BZC_WQ_RING_WQE_OFFSET; entries
+ * and wqe_size are powers of two. The process writes WQEs, then prod
+ * (release); the kernel copies each WQE out of the ring before it checks
+ * it, then advances cons. A slot is free again once cons has passed it.
+ * For the SQ the process then rings the doorbell: IB_USER_VERBS_CMD_POST_SEND
+ * with wr_count 0 (one syscall per ibv_post_send call). The RQ needs none,
+ * except once `error` is set: WQEs posted to a QP in the error state are
+ * flushed by the kernel when the process sends IB_USER_VERBS_CMD_POST_RECV
+ * with wr_count 0 (the RQ doorbell).
+ */
+struct bzc_wq_ring_hdr {
+	__le32 prod;		/* written by the process */
+	__le32 cons;		/* written by the kernel */
+	__le32 error;		/* written by the kernel: non-zero in QPS_ERR */
+	__le32 pad;
+};
+
+#define BZC_WQ_RING_WQE_OFFSET 64
+
+/* One scatter/gather element in a WQE. */
+struct bzc_sge {
+	__aligned_le64 addr;
+	__le32 length;
+	__le32 lkey;
+};
+
+/*
+ * Send WQE: this header, then num_sge struct bzc_sge, or with
+ * BZC_WQE_INLINE inline_len bytes of data, from BZC_SEND_WQE_DATA_OFFSET.
+ */
+struct bzc_send_wqe {
+	__aligned_le64 wr_id;
+	__u8 opcode;		/* enum ib_uverbs_wr_opcode */
+	__u8 flags;		/* enum bzc_wqe_flags */
+	__u8 num_sge;
+	__u8 pad0;
+	__le32 imm_data;	/* immediate (host order) or rkey to invalidate */
+	union {
+		struct {
+			__aligned_le64 remote_addr;
+			__le32 rkey;
+			__le32 pad;
+		} rdma;
+		struct {
+			__aligned_le64 remote_addr;
+			__aligned_le64 compare_add;
+			__aligned_le64 swap;
+			__le32 rkey;
+			__le32 pad;
+		} atomic;
+		struct {
+			__le32 ah;		/* bzc_create_ah_resp.ah_index */
+			__le32 remote_qpn;
+			__le32 remote_qkey;
+			__le32 pad;
+		} ud;
+		struct {
+			__aligned_le64 addr;
+			__aligned_le64 length;
+			__le32 mw_rkey;		/* the new rkey of the window */
+			__le32 mr_lkey;
+			__le32 access;		/* enum ib_uverbs_access_flags */
+			__le32 pad;
+		} bind;
+	};
+	__le32 inline_len;
+	__le32 pad1[3];
+};
+
+#define BZC_SEND_WQE_DATA_OFFSET 64
+
+/* Receive WQE: this header, then num_sge struct bzc_sge. */
+struct bzc_recv_wqe {
+	__aligned_le64 wr_id;
+	__u8 num_sge;
+	__u8 pad[7];
+};
+
+/* IB_USER_VERBS_CMD_CREATE_QP / UVERBS_METHOD_QP_CREATE */
+struct bzc_create_qp_resp {
+	__aligned_u64 sq_mmap_key;
+	__aligned_u64 rq_mmap_key;	/* unused with an SRQ */
+	__u32 sq_mmap_len;
+	__u32 rq_mmap_len;
+	__u32 sq_entries;
+	__u32 rq_entries;
+	__u32 sq_wqe_size;		/* bytes per SQ slot */
+	__u32 rq_wqe_size;		/* bytes per RQ slot */
+};
+
+/* IB_USER_VERBS_CMD_CREATE_AH / UVERBS_METHOD_AH_CREATE */
+struct bzc_create_ah_resp {
+	__u32 ah_index;		/* what a UD send WQE names the AH by */
+	__u32 pad;
 };
 
 #endif /* BZC_ABI_USER_H */

@@ -52,4 +52,12 @@ enum bzc_cqe_flags {
 	BZC_CQE_SOLICITED = 1 << 3,
 };
 
+/* bzc_send_wqe.flags */
+enum bzc_wqe_flags {
+	BZC_WQE_SIGNALED = 1 << 0,
+	BZC_WQE_SOLICITED = 1 << 1,
+	BZC_WQE_FENCE = 1 << 2,
+	BZC_WQE_INLINE = 1 << 3,
+};
+
 #endif /* BZC_USER_IOCTL_VERBS_H */
