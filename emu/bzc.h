@@ -12,6 +12,10 @@
 #include <linux/netdevice.h>
 #include <linux/sizes.h>
 #include <linux/xarray.h>
+#include <linux/workqueue.h>
+#include <linux/refcount.h>
+#include <linux/completion.h>
+#include <linux/mutex.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/bzc-abi.h>
 
@@ -24,6 +28,10 @@
 #define BZC_DEFAULT_PKEY 0xffff
 #define BZC_MAX_CQE (SZ_64K - 1)
 #define BZC_MAX_MR SZ_256K
+#define BZC_MAX_SGE 32
+#define BZC_MAX_MSG_SZ (1U << 31)
+
+struct bzc_sgl;
 
 struct bzc_dev {
 	struct ib_device ibdev;
@@ -36,9 +44,16 @@ struct bzc_dev {
 	struct net_device *ndev;
 	/* Last port state reported with an event; changed under RTNL only. */
 	enum ib_port_state port_state;
-	/* MRs by key index (lkey >> 8); lookups from the data path. */
-	struct xarray mr_xa;
+	/*
+	 * Objects the data path finds by number. Lookups take the xarray
+	 * lock and a reference, so destroy can wait for in-flight users.
+	 */
+	struct xarray mr_xa;		/* by key index (lkey >> 8) */
 	u32 mr_next;
+	struct xarray qp_xa;		/* by QPN */
+	u32 qp_next;
+	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
+	u32 ah_next;
 };
 
 struct bzc_ucontext {
@@ -77,12 +92,83 @@ struct bzc_cq {
 
 struct bzc_mr {
 	struct ib_mr ibmr;
+	refcount_t refcnt;		/* 1 while registered + data path users */
+	struct completion released;
 	struct ib_umem *umem;
 	struct page **pages;		/* pinned pages of the region, in order */
 	u64 npages;
 	u64 iova;
 	u64 length;
 	int access;
+};
+
+/* Where a UD datagram or a connected QP's messages go, as the AH said. */
+struct bzc_av {
+	union ib_gid dgid;
+	u32 flow_label;
+	u8 sgid_index;
+	u8 hop_limit;
+	u8 traffic_class;
+	u8 sl;
+	u8 dmac[ETH_ALEN];
+};
+
+struct bzc_ah {
+	struct ib_ah ibah;
+	struct bzc_av av;
+	u32 index;
+};
+
+struct bzc_qp {
+	struct ib_qp ibqp;
+	refcount_t refcnt;		/* 1 while it exists + data path users */
+	struct completion released;
+
+	/* Attributes; written under `lock` by modify, read by the data path. */
+	spinlock_t lock;
+	enum ib_qp_state state;
+	struct bzc_av av;
+	u32 qkey;
+	u32 dest_qpn;
+	u32 sq_psn;
+	u32 rq_psn;
+	int access;			/* IB_ACCESS_REMOTE_* the QP accepts */
+	u16 pkey_index;
+	u8 port;
+	u8 timeout;
+	u8 retry_cnt;
+	u8 rnr_retry;
+	u8 min_rnr_timer;
+	u8 max_rd_atomic;
+	u8 max_dest_rd_atomic;
+	enum ib_mtu path_mtu;
+	bool sig_all;
+	struct mutex modify_mutex;
+
+	/* Send queue: executed in order by whoever holds sq_mutex. */
+	struct mutex sq_mutex;
+	struct delayed_work sq_work;
+	struct bzc_ring sq;
+	u32 sq_cons;			/* the kernel's copy */
+	u32 sq_wqe_size;
+	u32 max_send_sge;
+	u32 max_inline;
+	u8 rnr_left;			/* RNR retries left for the head WQE */
+	bool rnr_waiting;
+	unsigned long rnr_until;	/* jiffies */
+	void *sq_wqe;			/* private copy of the head WQE */
+	/* Executor scratch, used under sq_mutex only. */
+	struct bzc_sgl *local_sgl;
+	struct bzc_sgl *peer_sgl;
+	void *peer_rqe;
+
+	/* Receive queue: consumed by any sender, under rq_lock. */
+	spinlock_t rq_lock;
+	struct bzc_ring rq;
+	u32 rq_cons;
+	u32 rq_wqe_size;
+	u32 max_recv_sge;
+	void *rq_wqe;			/* private copy of the RQE being taken */
 };
 
 static inline struct bzc_dev *to_bdev(struct ib_device *ibdev)
@@ -98,6 +184,16 @@ static inline struct bzc_ucontext *to_buctx(struct ib_ucontext *ibuc)
 static inline struct bzc_cq *to_bcq(struct ib_cq *ibcq)
 {
 	return container_of(ibcq, struct bzc_cq, ibcq);
+}
+
+static inline struct bzc_qp *to_bqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct bzc_qp, ibqp);
+}
+
+static inline struct bzc_ah *to_bah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct bzc_ah, ibah);
 }
 
 static inline struct bzc_mr *to_bmr(struct ib_mr *ibmr)
@@ -134,5 +230,41 @@ bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited);
 struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 			      u64 iova, int access, struct ib_udata *udata);
 int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key);
+void bzc_mr_put(struct bzc_mr *mr);
+
+/* bzc_ah.c */
+int bzc_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
+		  struct ib_udata *udata);
+int bzc_destroy_ah(struct ib_ah *ibah, u32 flags);
+int bzc_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
+int bzc_av_from_attr(struct bzc_av *av, const struct rdma_ah_attr *attr);
+void bzc_av_to_attr(const struct bzc_av *av, struct rdma_ah_attr *attr);
+bool bzc_ah_get_av(struct bzc_dev *bdev, u32 index, struct ib_pd *pd,
+		   struct bzc_av *av);
+
+/* bzc_qp.c */
+int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		  struct ib_udata *udata);
+int bzc_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		  struct ib_udata *udata);
+int bzc_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		 struct ib_qp_init_attr *init);
+int bzc_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+int bzc_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		  const struct ib_send_wr **bad_wr);
+int bzc_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		  const struct ib_recv_wr **bad_wr);
+struct bzc_qp *bzc_qp_get(struct bzc_dev *bdev, u32 qpn);
+void bzc_qp_put(struct bzc_qp *qp);
+void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event);
+void bzc_rq_flush(struct bzc_qp *qp);
+
+/* bzc_exec.c: the data path */
+extern struct workqueue_struct *bzc_wq;
+void bzc_sq_kick(struct bzc_qp *qp);
+void bzc_sq_work(struct work_struct *work);
+int bzc_qp_alloc_scratch(struct bzc_qp *qp);
+void bzc_qp_free_scratch(struct bzc_qp *qp);
 
 #endif /* BZC_H */

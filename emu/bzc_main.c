@@ -48,6 +48,8 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 
 	bdev->ndev = ndev;
 	xa_init_flags(&bdev->mr_xa, XA_FLAGS_ALLOC1);
+	xa_init_flags(&bdev->qp_xa, XA_FLAGS_ALLOC);
+	xa_init_flags(&bdev->ah_xa, XA_FLAGS_ALLOC1);
 	bzc_init_device_attr(bdev);
 	ib_set_device_ops(&bdev->ibdev, &bzc_dev_ops);
 
@@ -55,6 +57,9 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 	bdev->ibdev.phys_port_cnt = 1;
 	bdev->ibdev.num_comp_vectors = 1;
 	bdev->ibdev.local_dma_lkey = 0;
+	/* The SQ and RQ doorbells are the (otherwise unused) post commands. */
+	bdev->ibdev.uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
+				       BIT_ULL(IB_USER_VERBS_CMD_POST_RECV);
 	addrconf_addr_eui48((unsigned char *)&bdev->ibdev.node_guid,
 			    ndev->dev_addr);
 	strscpy(bdev->ibdev.node_desc, "bzc bulk zero-copy device",
@@ -145,9 +150,16 @@ static int __init bzc_init(void)
 {
 	int err;
 
+	/* Send queue executors: long copies, may sleep, any CPU. */
+	bzc_wq = alloc_workqueue("bzc", WQ_UNBOUND, 0);
+	if (!bzc_wq)
+		return -ENOMEM;
+
 	err = register_netdevice_notifier(&bzc_netdev_notifier);
-	if (err)
+	if (err) {
+		destroy_workqueue(bzc_wq);
 		return err;
+	}
 
 	rdma_link_register(&bzc_link_ops);
 	return 0;
@@ -158,6 +170,7 @@ static void __exit bzc_exit(void)
 	rdma_link_unregister(&bzc_link_ops);
 	ib_unregister_driver(BZC_RDMA_DRIVER_ID);
 	unregister_netdevice_notifier(&bzc_netdev_notifier);
+	destroy_workqueue(bzc_wq);
 }
 
 module_init(bzc_init);

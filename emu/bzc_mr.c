@@ -91,6 +91,8 @@ struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	mr->ibmr.length = length;
 	mr->ibmr.page_size = PAGE_SIZE;
 
+	refcount_set(&mr->refcnt, 1);
+	init_completion(&mr->released);
 	err = bzc_mr_assign_key(bdev, mr);
 	if (err)
 		goto err_pages;
@@ -110,9 +112,33 @@ int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct bzc_dev *bdev = to_bdev(ibmr->device);
 	struct bzc_mr *mr = to_bmr(ibmr);
 
+	/* No new lookups; then wait for the data path to let go. */
 	xa_erase(&bdev->mr_xa, ibmr->lkey >> 8);
+	bzc_mr_put(mr);
+	wait_for_completion(&mr->released);
+
 	kvfree(mr->pages);
 	ib_umem_release(mr->umem);
 	kfree(mr);
 	return 0;
+}
+
+/* Find a registered MR by lkey or rkey, with a reference. */
+struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key)
+{
+	struct bzc_mr *mr;
+
+	/* The data path runs in process context only: no irq-safe locks. */
+	xa_lock(&bdev->mr_xa);
+	mr = xa_load(&bdev->mr_xa, key >> 8);
+	if (mr && (mr->ibmr.lkey != key || !refcount_inc_not_zero(&mr->refcnt)))
+		mr = NULL;
+	xa_unlock(&bdev->mr_xa);
+	return mr;
+}
+
+void bzc_mr_put(struct bzc_mr *mr)
+{
+	if (refcount_dec_and_test(&mr->refcnt))
+		complete(&mr->released);
 }

@@ -17,13 +17,11 @@
  */
 #define BZC_MAX_QP		SZ_64K
 #define BZC_MAX_QP_WR		SZ_16K
-#define BZC_MAX_SGE		32
 #define BZC_MAX_CQ		SZ_64K
 #define BZC_MAX_MR_SIZE		(1ULL << 40)
 #define BZC_MAX_PD		SZ_64K
 #define BZC_MAX_QP_RD_ATOM	128
 #define BZC_MAX_AH		SZ_64K
-#define BZC_MAX_MSG_SZ		(1U << 31)
 /* Any page size the CPU maps: pages are pinned, not DMA-mapped. */
 #define BZC_PAGE_SIZE_CAP	(PAGE_SIZE | SZ_2M | SZ_1G)
 #define BZC_VENDOR_PART_ID	0x627a
@@ -45,7 +43,8 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_qp = BZC_MAX_QP;
 	a->max_qp_wr = BZC_MAX_QP_WR;
 	a->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID |
-			      IB_DEVICE_PORT_ACTIVE_EVENT;
+			      IB_DEVICE_PORT_ACTIVE_EVENT |
+			      IB_DEVICE_RC_RNR_NAK_GEN;
 	a->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
 	a->max_send_sge = BZC_MAX_SGE;
 	a->max_recv_sge = BZC_MAX_SGE;
@@ -202,8 +201,11 @@ static void bzc_dealloc_driver(struct ib_device *ibdev)
 {
 	struct bzc_dev *bdev = to_bdev(ibdev);
 
-	WARN_ON(!xa_empty(&bdev->mr_xa));
+	WARN_ON(!xa_empty(&bdev->mr_xa) || !xa_empty(&bdev->qp_xa) ||
+		!xa_empty(&bdev->ah_xa));
 	xa_destroy(&bdev->mr_xa);
+	xa_destroy(&bdev->qp_xa);
+	xa_destroy(&bdev->ah_xa);
 }
 
 const struct ib_device_ops bzc_dev_ops = {
@@ -212,26 +214,38 @@ const struct ib_device_ops bzc_dev_ops = {
 	.uverbs_abi_ver = BZC_UVERBS_ABI_VERSION,
 
 	.alloc_pd = bzc_alloc_pd,
+	.create_ah = bzc_create_ah,
 	.create_cq = bzc_create_cq,
+	.create_qp = bzc_create_qp,
+	.create_user_ah = bzc_create_ah,
 	.alloc_ucontext = bzc_alloc_ucontext,
 	.dealloc_driver = bzc_dealloc_driver,
 	.dealloc_pd = bzc_dealloc_pd,
 	.dealloc_ucontext = bzc_dealloc_ucontext,
 	.dereg_mr = bzc_dereg_mr,
+	.destroy_ah = bzc_destroy_ah,
 	.destroy_cq = bzc_destroy_cq,
+	.destroy_qp = bzc_destroy_qp,
 	.disassociate_ucontext = bzc_disassociate_ucontext,
 	.get_dev_fw_str = bzc_get_dev_fw_str,
 	.get_link_layer = bzc_get_link_layer,
 	.get_port_immutable = bzc_get_port_immutable,
 	.mmap = bzc_mmap,
 	.mmap_free = bzc_mmap_free,
+	.modify_qp = bzc_modify_qp,
+	.post_recv = bzc_post_recv,
+	.post_send = bzc_post_send,
+	.query_ah = bzc_query_ah,
 	.query_device = bzc_query_device,
 	.query_pkey = bzc_query_pkey,
 	.query_port = bzc_query_port,
+	.query_qp = bzc_query_qp,
 	.reg_user_mr = bzc_reg_user_mr,
 	.resize_cq = bzc_resize_cq,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, bzc_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, bzc_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, bzc_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, bzc_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, bzc_ucontext, ibuc),
 };

@@ -1,0 +1,850 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: the data path.
+ *
+ * A QP's send WQEs are executed in order by whoever holds its sq_mutex: the
+ * doorbell syscall itself for short WQEs (low latency, nothing sleeps), a
+ * worker on bzc_wq for the rest (long copies may reschedule). Executing a
+ * WQE means finding the destination QP in this kernel by GID and QPN and
+ * moving the data once, from the source MR's pinned pages to the
+ * destination's, as the transport's semantics say (RC: reliable with RNR
+ * retries and error completions on both sides; UC and UD: what cannot be
+ * delivered is dropped).
+ *
+ * Everything read from a ring is copied into kernel memory first and
+ * checked there; the process can change its ring at any time.
+ *
+ * Ordering: WQEs complete in order, and each has finished, reads and
+ * atomics included, before the next starts, so fences hold trivially.
+ */
+#include <linux/highmem.h>
+#include <linux/inetdevice.h>
+#include <linux/sched.h>
+#include <net/addrconf.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_umem.h>
+
+#include "bzc.h"
+
+struct workqueue_struct *bzc_wq;
+
+/* WQEs moving at most this many bytes run in the doorbell syscall. */
+#define BZC_DOORBELL_BYTES	SZ_64K
+#define BZC_GRH_BYTES		40
+#define BZC_PEER_RQE_BYTES	(sizeof(struct bzc_recv_wqe) + \
+				 BZC_MAX_SGE * sizeof(struct bzc_sge))
+
+/* A byte range of an MR, with a reference on the MR. */
+struct bzc_seg {
+	struct bzc_mr *mr;
+	u64 off;		/* from the MR's first byte */
+	u64 len;
+};
+
+/* Where a message's bytes come from or go to: MR ranges or kernel memory. */
+struct bzc_sgl {
+	struct bzc_seg seg[BZC_MAX_SGE];
+	u32 n;
+	u64 total;
+	const void *kbuf;	/* instead of seg[]: inline data, GRH, result */
+};
+
+/* A position in a bzc_sgl. */
+struct bzc_cursor {
+	const struct bzc_sgl *sgl;
+	u32 i;
+	u64 pos;
+};
+
+/* What executing a WQE produced. */
+struct bzc_result {
+	enum ib_wc_status status;	/* for the requester */
+	u64 byte_len;
+	bool rnr;			/* no receive posted: retry later */
+	u8 rnr_timer;			/* the responder's min_rnr_timer */
+};
+
+static void bzc_sgl_init(struct bzc_sgl *sgl)
+{
+	sgl->n = 0;
+	sgl->total = 0;
+	sgl->kbuf = NULL;
+}
+
+static void bzc_sgl_put(struct bzc_sgl *sgl)
+{
+	u32 i;
+
+	for (i = 0; i < sgl->n; i++)
+		bzc_mr_put(sgl->seg[i].mr);
+	sgl->n = 0;
+}
+
+/*
+ * Resolve one (key, address, length) against the MRs of `pd`, requiring
+ * `access`. Returns false when the key, PD, rights or bounds do not match.
+ */
+static bool bzc_sgl_add(struct bzc_sgl *sgl, struct bzc_dev *bdev,
+			struct ib_pd *pd, u32 key, u64 addr, u64 len,
+			int access)
+{
+	struct bzc_mr *mr;
+
+	if (!len)
+		return true;
+	mr = bzc_mr_get(bdev, key);
+	if (!mr)
+		return false;
+	if (mr->ibmr.pd != pd || (mr->access & access) != access ||
+	    addr < mr->iova || len > mr->length ||
+	    addr - mr->iova > mr->length - len) {
+		bzc_mr_put(mr);
+		return false;
+	}
+	sgl->seg[sgl->n].mr = mr;
+	sgl->seg[sgl->n].off = addr - mr->iova;
+	sgl->seg[sgl->n].len = len;
+	sgl->n++;
+	sgl->total += len;
+	return true;
+}
+
+/* Resolve a WQE's SGE array (already in kernel memory). */
+static bool bzc_sgl_from_sges(struct bzc_sgl *sgl, struct bzc_dev *bdev,
+			      struct ib_pd *pd, const struct bzc_sge *sge,
+			      u32 num_sge, int access)
+{
+	u32 i;
+
+	bzc_sgl_init(sgl);
+	for (i = 0; i < num_sge; i++) {
+		if (!bzc_sgl_add(sgl, bdev, pd, le32_to_cpu(sge[i].lkey),
+				 le64_to_cpu(sge[i].addr),
+				 le32_to_cpu(sge[i].length), access)) {
+			bzc_sgl_put(sgl);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void bzc_sgl_kbuf(struct bzc_sgl *sgl, const void *buf, u64 len)
+{
+	sgl->n = 0;
+	sgl->kbuf = buf;
+	sgl->total = len;
+}
+
+/* Map the current position; *len gets the contiguous bytes there. */
+static void *bzc_cursor_map(struct bzc_cursor *c, size_t *len)
+{
+	const struct bzc_seg *seg;
+	u64 byte;
+
+	if (c->sgl->kbuf) {
+		*len = c->sgl->total - c->pos;
+		return (void *)c->sgl->kbuf + c->pos;
+	}
+	/* Skip exhausted segments. */
+	while (c->pos == c->sgl->seg[c->i].len) {
+		c->i++;
+		c->pos = 0;
+	}
+	seg = &c->sgl->seg[c->i];
+	byte = ib_umem_offset(seg->mr->umem) + seg->off + c->pos;
+	*len = min_t(u64, PAGE_SIZE - offset_in_page(byte), seg->len - c->pos);
+	return kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
+	       offset_in_page(byte);
+}
+
+static void bzc_cursor_unmap(struct bzc_cursor *c, void *addr)
+{
+	if (!c->sgl->kbuf)
+		kunmap_local(addr);
+}
+
+/*
+ * Copy `len` bytes (both sides hold at least that much): the one copy of
+ * the device, page by page. `may_sleep` lets long copies reschedule.
+ */
+static void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
+		     bool may_sleep)
+{
+	while (len) {
+		size_t dlen, slen, n;
+		void *d, *s;
+
+		d = bzc_cursor_map(dst, &dlen);
+		s = bzc_cursor_map(src, &slen);
+		n = min3((u64)dlen, (u64)slen, len);
+		memcpy(d, s, n);
+		bzc_cursor_unmap(src, s);
+		bzc_cursor_unmap(dst, d);
+		dst->pos += n;
+		src->pos += n;
+		len -= n;
+		if (may_sleep)
+			cond_resched();
+	}
+}
+
+/* The bzc device whose netdev owns the IP address in `gid`, referenced. */
+static struct bzc_dev *bzc_dev_by_gid(const union ib_gid *gid)
+{
+	const struct in6_addr *addr = (const struct in6_addr *)gid->raw;
+	struct net_device *ndev;
+	struct ib_device *ibdev;
+
+	if (ipv6_addr_v4mapped(addr)) {
+		ndev = ip_dev_find(&init_net, addr->s6_addr32[3]);
+	} else {
+		rcu_read_lock();
+		ndev = ipv6_dev_find(&init_net, addr, NULL);
+		if (ndev)
+			dev_hold(ndev);
+		rcu_read_unlock();
+	}
+	if (!ndev)
+		return NULL;
+	ibdev = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
+	dev_put(ndev);
+	return ibdev ? to_bdev(ibdev) : NULL;
+}
+
+static bool bzc_qp_receives(enum ib_qp_state state)
+{
+	return state == IB_QPS_RTR || state == IB_QPS_RTS ||
+	       state == IB_QPS_SQD || state == IB_QPS_SQE;
+}
+
+/*
+ * The destination QP of a WQE, referenced (and its device: put both with
+ * bzc_peer_put()), or NULL if nothing in this kernel would receive it.
+ */
+struct bzc_peer {
+	struct bzc_dev *bdev;
+	struct bzc_qp *qp;
+	struct bzc_av av;
+};
+
+static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			 struct bzc_peer *peer)
+{
+	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
+	enum ib_qp_type type = qp->ibqp.qp_type;
+	struct bzc_av *av = &peer->av;
+	u32 dqpn, qkey = 0;
+	bool ok;
+
+	if (type == IB_QPT_UD) {
+		if (!bzc_ah_get_av(bdev, le32_to_cpu(wqe->ud.ah), qp->ibqp.pd,
+				   av))
+			return false;
+		dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
+		qkey = le32_to_cpu(wqe->ud.remote_qkey);
+		/* A qkey with the high bit set means "use the QP's own". */
+		if (qkey & 0x80000000)
+			qkey = READ_ONCE(qp->qkey);
+	} else {
+		spin_lock(&qp->lock);
+		*av = qp->av;
+		dqpn = qp->dest_qpn;
+		spin_unlock(&qp->lock);
+	}
+
+	peer->bdev = bzc_dev_by_gid(&av->dgid);
+	if (!peer->bdev)
+		return false;
+	peer->qp = bzc_qp_get(peer->bdev, dqpn);
+	if (!peer->qp)
+		goto err_dev;
+
+	spin_lock(&peer->qp->lock);
+	ok = peer->qp->ibqp.qp_type == type &&
+	     bzc_qp_receives(peer->qp->state) &&
+	     (type == IB_QPT_UD ? peer->qp->qkey == qkey :
+				  peer->qp->dest_qpn == qp->ibqp.qp_num);
+	spin_unlock(&peer->qp->lock);
+	if (ok)
+		return true;
+
+	bzc_qp_put(peer->qp);
+err_dev:
+	ib_device_put(&peer->bdev->ibdev);
+	return false;
+}
+
+static void bzc_peer_put(struct bzc_peer *peer)
+{
+	bzc_qp_put(peer->qp);
+	ib_device_put(&peer->bdev->ibdev);
+}
+
+static void *bzc_wq_slot(struct bzc_ring *ring, u32 index, u32 slot_size)
+{
+	return ring->kaddr + BZC_WQ_RING_WQE_OFFSET +
+	       (size_t)(index & (ring->entries - 1)) * slot_size;
+}
+
+/*
+ * Take the peer's next receive WQE into `rqe` (the sender's scratch).
+ * -EAGAIN: none posted (RNR); -EIO: the peer's ring is corrupt (the peer
+ * QP has been put in error).
+ */
+static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
+{
+	struct bzc_wq_ring_hdr *hdr = tqp->rq.kaddr;
+	const struct bzc_recv_wqe *slot;
+	int err = 0;
+	u32 prod;
+
+	spin_lock(&tqp->rq_lock);
+	if (!bzc_qp_receives(READ_ONCE(tqp->state))) {
+		err = -EAGAIN;
+		goto out;
+	}
+	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
+	if (prod == tqp->rq_cons) {
+		err = -EAGAIN;
+		goto out;
+	}
+	slot = bzc_wq_slot(&tqp->rq, tqp->rq_cons, tqp->rq_wqe_size);
+	memcpy(rqe, slot, sizeof(*rqe));
+	if (prod - tqp->rq_cons > tqp->rq.entries ||
+	    rqe->num_sge > tqp->max_recv_sge) {
+		err = -EIO;
+		goto out;
+	}
+	memcpy(rqe + 1, slot + 1, rqe->num_sge * sizeof(struct bzc_sge));
+	tqp->rq_cons++;
+	smp_store_release(&hdr->cons, cpu_to_le32(tqp->rq_cons));
+out:
+	spin_unlock(&tqp->rq_lock);
+	if (err == -EIO) {
+		ibdev_info_ratelimited(tqp->ibqp.device,
+				       "QP %u: corrupt receive queue ring\n",
+				       tqp->ibqp.qp_num);
+		bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
+	}
+	return err;
+}
+
+static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
+			      const struct bzc_recv_wqe *rqe,
+			      const struct bzc_send_wqe *wqe,
+			      enum ib_wc_status status, u64 byte_len)
+{
+	struct bzc_cqe cqe = {
+		.wr_id = rqe->wr_id,
+		.status = status,
+		.opcode = wqe->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM ?
+			  IB_WC_RECV_RDMA_WITH_IMM : IB_WC_RECV,
+		.byte_len = cpu_to_le32(byte_len),
+		.qp_num = cpu_to_le32(tqp->ibqp.qp_num),
+		.src_qp = cpu_to_le32(qp->ibqp.qp_num),
+	};
+
+	if (status == IB_WC_SUCCESS) {
+		if (wqe->opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
+		    wqe->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM) {
+			cqe.wc_flags |= BZC_CQE_WITH_IMM;
+			cqe.imm_data = wqe->imm_data;
+		}
+		if (tqp->ibqp.qp_type == IB_QPT_UD)
+			cqe.wc_flags |= BZC_CQE_GRH;
+	}
+	bzc_cq_post(to_bcq(tqp->ibqp.recv_cq), &cqe,
+		    wqe->flags & BZC_WQE_SOLICITED);
+}
+
+/* The GRH a UD receiver finds in its first 40 bytes (RoCE v2: IPv6 form). */
+static void bzc_build_grh(struct ib_grh *grh, struct bzc_qp *qp,
+			  const struct bzc_av *dst, u32 len)
+{
+	const struct ib_gid_attr *sgid;
+
+	memset(grh, 0, sizeof(*grh));
+	grh->version_tclass_flow = cpu_to_be32(6 << 28);
+	grh->paylen = cpu_to_be16(len);
+	grh->next_hdr = 0x1b;
+	grh->hop_limit = 64;
+	sgid = rdma_get_gid_attr(qp->ibqp.device, BZC_PORT, dst->sgid_index);
+	if (!IS_ERR(sgid)) {
+		grh->sgid = sgid->gid;
+		rdma_put_gid_attr(sgid);
+	}
+	grh->dgid = dst->dgid;
+}
+
+/* SEND, SEND_WITH_IMM: consume a receive at the peer and fill it. */
+static void bzc_exec_send(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			  struct bzc_sgl *src, struct bzc_peer *peer,
+			  bool may_sleep, struct bzc_result *res)
+{
+	struct bzc_qp *tqp = peer->qp;
+	struct bzc_recv_wqe *rqe = qp->peer_rqe;
+	bool ud = qp->ibqp.qp_type == IB_QPT_UD;
+	struct bzc_cursor dc, sc = { .sgl = src };
+	struct bzc_sgl *dst = qp->peer_sgl;
+	u64 need = src->total + (ud ? BZC_GRH_BYTES : 0);
+	int err;
+
+	err = bzc_rq_take(tqp, rqe);
+	if (err) {
+		/* Only RC waits for a receive; UC and UD drop. */
+		res->rnr = err == -EAGAIN && qp->ibqp.qp_type == IB_QPT_RC;
+		res->rnr_timer = READ_ONCE(tqp->min_rnr_timer);
+		if (err == -EIO && qp->ibqp.qp_type == IB_QPT_RC)
+			res->status = IB_WC_REM_OP_ERR;
+		return;
+	}
+
+	if (!bzc_sgl_from_sges(dst, peer->bdev, tqp->ibqp.pd,
+			       (const struct bzc_sge *)(rqe + 1), rqe->num_sge,
+			       IB_ACCESS_LOCAL_WRITE)) {
+		bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_LOC_PROT_ERR, 0);
+		bzc_qp_error(tqp, 0);
+		if (!ud)
+			res->status = IB_WC_REM_OP_ERR;
+		return;
+	}
+	if (dst->total < need) {
+		bzc_sgl_put(dst);
+		bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_LOC_LEN_ERR, 0);
+		bzc_qp_error(tqp, 0);
+		if (!ud)
+			res->status = IB_WC_REM_INV_REQ_ERR;
+		return;
+	}
+
+	dc.sgl = dst;
+	if (ud) {
+		struct ib_grh grh;
+		struct bzc_sgl gsgl;
+		struct bzc_cursor gc = { .sgl = &gsgl };
+
+		bzc_build_grh(&grh, qp, &peer->av, src->total);
+		bzc_sgl_kbuf(&gsgl, &grh, sizeof(grh));
+		bzc_copy(&dc, &gc, sizeof(grh), false);
+	}
+	bzc_copy(&dc, &sc, src->total, may_sleep);
+	bzc_sgl_put(dst);
+	bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_SUCCESS, need);
+}
+
+/* RDMA WRITE (with immediate): into the peer's MR named by rkey. */
+static void bzc_exec_write(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			   struct bzc_sgl *src, struct bzc_peer *peer,
+			   bool may_sleep, struct bzc_result *res)
+{
+	struct bzc_qp *tqp = peer->qp;
+	struct bzc_sgl *dst = qp->peer_sgl;
+	struct bzc_cursor dc = { .sgl = dst }, sc = { .sgl = src };
+	bool imm = wqe->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+	struct bzc_recv_wqe *rqe = qp->peer_rqe;
+	bool rc = qp->ibqp.qp_type == IB_QPT_RC;
+	int err;
+
+	bzc_sgl_init(dst);
+	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_WRITE) ||
+	    !bzc_sgl_add(dst, peer->bdev, tqp->ibqp.pd,
+			 le32_to_cpu(wqe->rdma.rkey),
+			 le64_to_cpu(wqe->rdma.remote_addr), src->total,
+			 IB_ACCESS_REMOTE_WRITE)) {
+		if (rc)
+			res->status = IB_WC_REM_ACCESS_ERR;
+		return;
+	}
+
+	if (imm) {
+		err = bzc_rq_take(tqp, rqe);
+		if (err) {
+			res->rnr = err == -EAGAIN && rc;
+			res->rnr_timer = READ_ONCE(tqp->min_rnr_timer);
+			if (err == -EIO && rc)
+				res->status = IB_WC_REM_OP_ERR;
+			bzc_sgl_put(dst);
+			return;
+		}
+	}
+	bzc_copy(&dc, &sc, src->total, may_sleep);
+	bzc_sgl_put(dst);
+	if (imm)
+		bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_SUCCESS, src->total);
+}
+
+/* RDMA READ: from the peer's MR into the local SGEs. */
+static void bzc_exec_read(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			  struct bzc_sgl *local, struct bzc_peer *peer,
+			  bool may_sleep, struct bzc_result *res)
+{
+	struct bzc_qp *tqp = peer->qp;
+	struct bzc_sgl *remote = qp->peer_sgl;
+	struct bzc_cursor dc = { .sgl = local }, sc = { .sgl = remote };
+
+	bzc_sgl_init(remote);
+	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_READ) ||
+	    !bzc_sgl_add(remote, peer->bdev, tqp->ibqp.pd,
+			 le32_to_cpu(wqe->rdma.rkey),
+			 le64_to_cpu(wqe->rdma.remote_addr), local->total,
+			 IB_ACCESS_REMOTE_READ)) {
+		res->status = IB_WC_REM_ACCESS_ERR;
+		return;
+	}
+	bzc_copy(&dc, &sc, local->total, may_sleep);
+	bzc_sgl_put(remote);
+}
+
+/* 64-bit atomics on the peer's memory, atomic against the CPUs too. */
+static void bzc_exec_atomic(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			    struct bzc_sgl *local, struct bzc_peer *peer,
+			    struct bzc_result *res)
+{
+	u64 raddr = le64_to_cpu(wqe->atomic.remote_addr);
+	struct bzc_qp *tqp = peer->qp;
+	struct bzc_sgl *remote = qp->peer_sgl;
+	struct bzc_sgl result;
+	struct bzc_cursor dc = { .sgl = local }, rc = { .sgl = &result };
+	u64 orig, byte;
+	struct bzc_seg *seg;
+	u64 *p;
+
+	if (local->total < sizeof(u64) || !IS_ALIGNED(raddr, sizeof(u64))) {
+		res->status = IB_WC_REM_INV_REQ_ERR;
+		return;
+	}
+	bzc_sgl_init(remote);
+	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_ATOMIC) ||
+	    !bzc_sgl_add(remote, peer->bdev, tqp->ibqp.pd,
+			 le32_to_cpu(wqe->atomic.rkey), raddr, sizeof(u64),
+			 IB_ACCESS_REMOTE_ATOMIC)) {
+		res->status = IB_WC_REM_ACCESS_ERR;
+		return;
+	}
+
+	/* Aligned 8 bytes never straddle a page. */
+	seg = &remote->seg[0];
+	byte = ib_umem_offset(seg->mr->umem) + seg->off;
+	p = kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
+	    offset_in_page(byte);
+	if (wqe->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
+		orig = cmpxchg64(p, le64_to_cpu(wqe->atomic.compare_add),
+				 le64_to_cpu(wqe->atomic.swap));
+	else
+		orig = atomic64_fetch_add(le64_to_cpu(wqe->atomic.compare_add),
+					  (atomic64_t *)p);
+	kunmap_local(p);
+	bzc_sgl_put(remote);
+
+	bzc_sgl_kbuf(&result, &orig, sizeof(orig));
+	bzc_copy(&dc, &rc, sizeof(orig), false);
+	res->byte_len = sizeof(orig);
+}
+
+static bool bzc_opcode_valid(enum ib_qp_type type, u8 opcode)
+{
+	switch (opcode) {
+	case IB_UVERBS_WR_SEND:
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+		return true;
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		return type != IB_QPT_UD;
+	case IB_UVERBS_WR_RDMA_READ:
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		return type == IB_QPT_RC;
+	default:
+		return false;
+	}
+}
+
+static u8 bzc_wc_opcode(u8 wr_opcode)
+{
+	switch (wr_opcode) {
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		return IB_WC_RDMA_WRITE;
+	case IB_UVERBS_WR_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+		return IB_WC_COMP_SWAP;
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		return IB_WC_FETCH_ADD;
+	case IB_UVERBS_WR_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
+	case IB_UVERBS_WR_BIND_MW:
+		return IB_WC_BIND_MW;
+	default:
+		return IB_WC_SEND;
+	}
+}
+
+/* Bytes a (checked) WQE moves: decides doorbell vs worker. */
+static u64 bzc_wqe_bytes(const struct bzc_send_wqe *wqe)
+{
+	const struct bzc_sge *sge = (const void *)wqe + BZC_SEND_WQE_DATA_OFFSET;
+	u64 bytes = 0;
+	u32 i;
+
+	if (wqe->flags & BZC_WQE_INLINE)
+		return le32_to_cpu(wqe->inline_len);
+	for (i = 0; i < wqe->num_sge; i++)
+		bytes += le32_to_cpu(sge[i].length);
+	return bytes;
+}
+
+/* Is the WQE well formed for this QP? (It is in kernel memory now.) */
+static bool bzc_wqe_valid(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
+{
+	if (!bzc_opcode_valid(qp->ibqp.qp_type, wqe->opcode))
+		return false;
+	if (wqe->flags & BZC_WQE_INLINE)
+		return le32_to_cpu(wqe->inline_len) <= qp->max_inline &&
+		       wqe->opcode != IB_UVERBS_WR_RDMA_READ &&
+		       wqe->opcode != IB_UVERBS_WR_ATOMIC_CMP_AND_SWP &&
+		       wqe->opcode != IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+	return wqe->num_sge <= qp->max_send_sge;
+}
+
+static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			 bool may_sleep, struct bzc_result *res)
+{
+	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
+	struct bzc_sgl *local = qp->local_sgl;
+	bool reads_in = wqe->opcode == IB_UVERBS_WR_RDMA_READ ||
+			wqe->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+			wqe->opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+	struct bzc_peer peer;
+
+	res->status = IB_WC_SUCCESS;
+	res->rnr = false;
+
+	if (!bzc_wqe_valid(qp, wqe)) {
+		res->status = IB_WC_LOC_QP_OP_ERR;
+		return;
+	}
+	if (wqe->flags & BZC_WQE_INLINE) {
+		bzc_sgl_kbuf(local, (const void *)wqe + BZC_SEND_WQE_DATA_OFFSET,
+			     le32_to_cpu(wqe->inline_len));
+	} else if (!bzc_sgl_from_sges(local, bdev, qp->ibqp.pd,
+				      (const void *)wqe + BZC_SEND_WQE_DATA_OFFSET,
+				      wqe->num_sge,
+				      reads_in ? IB_ACCESS_LOCAL_WRITE : 0)) {
+		res->status = IB_WC_LOC_PROT_ERR;
+		return;
+	}
+	res->byte_len = local->total;
+	if (local->total > BZC_MAX_MSG_SZ) {
+		res->status = IB_WC_LOC_LEN_ERR;
+		goto out;
+	}
+
+	if (!bzc_peer_get(qp, wqe, &peer)) {
+		/* Nobody answers: RC retries in vain, UC and UD drop. */
+		if (qp->ibqp.qp_type == IB_QPT_RC)
+			res->status = IB_WC_RETRY_EXC_ERR;
+		goto out;
+	}
+
+	switch (wqe->opcode) {
+	case IB_UVERBS_WR_SEND:
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+		bzc_exec_send(qp, wqe, local, &peer, may_sleep, res);
+		break;
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		bzc_exec_write(qp, wqe, local, &peer, may_sleep, res);
+		break;
+	case IB_UVERBS_WR_RDMA_READ:
+		bzc_exec_read(qp, wqe, local, &peer, may_sleep, res);
+		break;
+	default:
+		bzc_exec_atomic(qp, wqe, local, &peer, res);
+		break;
+	}
+	bzc_peer_put(&peer);
+out:
+	bzc_sgl_put(local);
+}
+
+/* RNR NAK timer values of the IB spec, in microseconds, by min_rnr_timer. */
+static const u32 bzc_rnr_usecs[32] = {
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+/*
+ * The head WQE found no receive at an RC peer (an RNR NAK, in wire terms).
+ * Returns true if it is retried after the responder's RNR timer (the
+ * worker is scheduled), false once rnr_retry retries are used up.
+ */
+static bool bzc_rnr_wait(struct bzc_qp *qp, u8 rnr_timer)
+{
+	unsigned long delay;
+
+	if (!qp->rnr_waiting) {
+		qp->rnr_waiting = true;
+		qp->rnr_left = qp->rnr_retry;
+	}
+	if (qp->rnr_retry != 7) {	/* 7: retry forever */
+		if (!qp->rnr_left) {
+			qp->rnr_waiting = false;
+			return false;
+		}
+		qp->rnr_left--;
+	}
+	delay = usecs_to_jiffies(bzc_rnr_usecs[rnr_timer & 31]);
+	qp->rnr_until = jiffies + delay;
+	/* mod_: a doorbell may have queued the work already, undelayed. */
+	mod_delayed_work(bzc_wq, &qp->sq_work, delay);
+	return true;
+}
+
+static void bzc_sq_complete(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			    enum ib_wc_status status, u64 byte_len)
+{
+	struct bzc_cqe cqe = {
+		.wr_id = wqe->wr_id,
+		.status = status,
+		.opcode = bzc_wc_opcode(wqe->opcode),
+		.byte_len = cpu_to_le32(byte_len),
+		.qp_num = cpu_to_le32(qp->ibqp.qp_num),
+	};
+
+	bzc_cq_post(to_bcq(qp->ibqp.send_cq), &cqe, false);
+}
+
+static void bzc_sq_advance(struct bzc_qp *qp)
+{
+	struct bzc_wq_ring_hdr *hdr = qp->sq.kaddr;
+
+	qp->sq_cons++;
+	smp_store_release(&hdr->cons, cpu_to_le32(qp->sq_cons));
+}
+
+/* A send error: RC QPs go to ERR, UC and UD to SQE; later WQEs flush. */
+static void bzc_sq_error(struct bzc_qp *qp)
+{
+	if (qp->ibqp.qp_type == IB_QPT_RC) {
+		bzc_qp_error(qp, 0);
+		return;
+	}
+	spin_lock(&qp->lock);
+	if (qp->state == IB_QPS_RTS)
+		qp->state = IB_QPS_SQE;
+	spin_unlock(&qp->lock);
+}
+
+/*
+ * Execute (or, in ERR/SQE, flush) the SQ's WQEs. Holds sq_mutex. Returns
+ * true when a WQE larger than `budget` bytes is next: the worker takes it.
+ */
+static bool bzc_sq_run(struct bzc_qp *qp, u64 budget, bool may_sleep)
+{
+	struct bzc_wq_ring_hdr *hdr = qp->sq.kaddr;
+	struct bzc_send_wqe *wqe = qp->sq_wqe;
+	struct bzc_result res;
+	enum ib_qp_state state;
+	u32 prod;
+
+	for (;;) {
+		state = READ_ONCE(qp->state);
+		prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
+		if (prod == qp->sq_cons)
+			return false;
+		if (prod - qp->sq_cons > qp->sq.entries) {
+			ibdev_info_ratelimited(qp->ibqp.device,
+					       "QP %u: send queue producer index %u is beyond the ring\n",
+					       qp->ibqp.qp_num, prod);
+			bzc_qp_error(qp, IB_EVENT_QP_FATAL);
+			return false;
+		}
+		memcpy(wqe, bzc_wq_slot(&qp->sq, qp->sq_cons, qp->sq_wqe_size),
+		       qp->sq_wqe_size);
+
+		if (state == IB_QPS_ERR || state == IB_QPS_SQE) {
+			bzc_sq_complete(qp, wqe, IB_WC_WR_FLUSH_ERR, 0);
+			bzc_sq_advance(qp);
+			continue;
+		}
+		if (state != IB_QPS_RTS)
+			return false;	/* held until RTS (SQD, or not yet) */
+		if (qp->rnr_waiting && time_before(jiffies, qp->rnr_until)) {
+			/* Woken early (a doorbell): keep the RNR timer armed. */
+			mod_delayed_work(bzc_wq, &qp->sq_work,
+					 qp->rnr_until - jiffies);
+			return false;
+		}
+		if (budget != U64_MAX && bzc_wqe_valid(qp, wqe) &&
+		    bzc_wqe_bytes(wqe) > budget)
+			return true;
+
+		bzc_exec_wqe(qp, wqe, may_sleep, &res);
+		if (res.rnr) {
+			if (bzc_rnr_wait(qp, res.rnr_timer))
+				return false;
+			res.status = IB_WC_RNR_RETRY_EXC_ERR;
+		}
+		qp->rnr_waiting = false;
+		bzc_sq_advance(qp);
+		if (res.status != IB_WC_SUCCESS ||
+		    (wqe->flags & BZC_WQE_SIGNALED) || qp->sig_all)
+			bzc_sq_complete(qp, wqe, res.status, res.byte_len);
+		if (res.status != IB_WC_SUCCESS)
+			bzc_sq_error(qp);
+		if (budget != U64_MAX)
+			budget -= min(budget, res.byte_len);
+		if (may_sleep)
+			cond_resched();
+	}
+}
+
+/* The doorbell: run short WQEs right here, hand the rest to the worker. */
+void bzc_sq_kick(struct bzc_qp *qp)
+{
+	bool more;
+
+	if (!mutex_trylock(&qp->sq_mutex)) {
+		/* The holder may be past its last look at prod: requeue. */
+		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
+		return;
+	}
+	more = bzc_sq_run(qp, BZC_DOORBELL_BYTES, false);
+	mutex_unlock(&qp->sq_mutex);
+	if (more)
+		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
+}
+
+void bzc_sq_work(struct work_struct *work)
+{
+	struct bzc_qp *qp = container_of(to_delayed_work(work), struct bzc_qp,
+					 sq_work);
+
+	mutex_lock(&qp->sq_mutex);
+	bzc_sq_run(qp, U64_MAX, true);
+	mutex_unlock(&qp->sq_mutex);
+}
+
+/* Scratch space a QP's executor needs; allocated with the QP. */
+int bzc_qp_alloc_scratch(struct bzc_qp *qp)
+{
+	qp->local_sgl = kzalloc(sizeof(struct bzc_sgl), GFP_KERNEL);
+	qp->peer_sgl = kzalloc(sizeof(struct bzc_sgl), GFP_KERNEL);
+	qp->peer_rqe = kzalloc(BZC_PEER_RQE_BYTES, GFP_KERNEL);
+	if (qp->local_sgl && qp->peer_sgl && qp->peer_rqe)
+		return 0;
+	bzc_qp_free_scratch(qp);
+	return -ENOMEM;
+}
+
+void bzc_qp_free_scratch(struct bzc_qp *qp)
+{
+	kfree(qp->local_sgl);
+	kfree(qp->peer_sgl);
+	kfree(qp->peer_rqe);
+	qp->local_sgl = NULL;
+	qp->peer_sgl = NULL;
+	qp->peer_rqe = NULL;
+}

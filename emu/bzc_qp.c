@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: queue pairs — creation with mapped SQ/RQ rings, the IB state
+ * machine, query, destroy, flush, and the doorbells.
+ */
+#include <linux/log2.h>
+#include <linux/slab.h>
+#include <rdma/ib_cache.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "bzc.h"
+
+#define BZC_MIN_QPN	16	/* 0 and 1 are the special QPs */
+#define BZC_MAX_QPN	((1U << 24) - 1)
+#define BZC_MAX_INLINE	512
+#define BZC_RECV_WQE_HDR sizeof(struct bzc_recv_wqe)
+
+static struct bzc_wq_ring_hdr *wq_hdr(struct bzc_ring *ring)
+{
+	return ring->kaddr;
+}
+
+/* Size a work queue: slots for `wr` WQEs of `hdr` bytes + `sge` SGEs. */
+static void bzc_wq_size(u32 wr, u32 hdr, u32 data, u32 *entries, u32 *slot)
+{
+	*entries = roundup_pow_of_two(max(wr, 1U));
+	*slot = roundup_pow_of_two(hdr + max_t(u32, data, sizeof(struct bzc_sge)));
+}
+
+static int bzc_qp_check_caps(struct bzc_dev *bdev, struct ib_qp_init_attr *init)
+{
+	struct ib_qp_cap *cap = &init->cap;
+
+	if (cap->max_send_wr > bdev->attr.max_qp_wr ||
+	    cap->max_send_sge > bdev->attr.max_send_sge ||
+	    cap->max_inline_data > BZC_MAX_INLINE)
+		return -EINVAL;
+	if (!init->srq && (cap->max_recv_wr > bdev->attr.max_qp_wr ||
+			   cap->max_recv_sge > bdev->attr.max_recv_sge))
+		return -EINVAL;
+	return 0;
+}
+
+static int bzc_qp_alloc_sq(struct bzc_qp *qp, struct bzc_dev *bdev,
+			   struct ib_qp_cap *cap, struct ib_udata *udata)
+{
+	u32 entries, slot;
+	int err;
+
+	bzc_wq_size(cap->max_send_wr, BZC_SEND_WQE_DATA_OFFSET,
+		    max(cap->max_send_sge * (u32)sizeof(struct bzc_sge),
+			cap->max_inline_data), &entries, &slot);
+	qp->sq_wqe = kmalloc(slot, GFP_KERNEL);
+	if (!qp->sq_wqe)
+		return -ENOMEM;
+	err = bzc_ring_alloc(&qp->sq, udata, BZC_WQ_RING_WQE_OFFSET, slot,
+			     entries);
+	if (err) {
+		kfree(qp->sq_wqe);
+		return err;
+	}
+
+	/* Report what the slots really hold. */
+	qp->sq_wqe_size = slot;
+	qp->max_send_sge = min_t(u32, (slot - BZC_SEND_WQE_DATA_OFFSET) /
+				 sizeof(struct bzc_sge), bdev->attr.max_send_sge);
+	qp->max_inline = min_t(u32, slot - BZC_SEND_WQE_DATA_OFFSET,
+			       BZC_MAX_INLINE);
+	cap->max_send_wr = entries;
+	cap->max_send_sge = qp->max_send_sge;
+	cap->max_inline_data = qp->max_inline;
+	return 0;
+}
+
+static int bzc_qp_alloc_rq(struct bzc_qp *qp, struct bzc_dev *bdev,
+			   struct ib_qp_cap *cap, struct ib_udata *udata)
+{
+	u32 entries, slot;
+	int err;
+
+	bzc_wq_size(cap->max_recv_wr, BZC_RECV_WQE_HDR,
+		    cap->max_recv_sge * sizeof(struct bzc_sge), &entries, &slot);
+	qp->rq_wqe = kmalloc(slot, GFP_KERNEL);
+	if (!qp->rq_wqe)
+		return -ENOMEM;
+	err = bzc_ring_alloc(&qp->rq, udata, BZC_WQ_RING_WQE_OFFSET, slot,
+			     entries);
+	if (err) {
+		kfree(qp->rq_wqe);
+		return err;
+	}
+
+	qp->rq_wqe_size = slot;
+	qp->max_recv_sge = min_t(u32, (slot - BZC_RECV_WQE_HDR) /
+				 sizeof(struct bzc_sge), bdev->attr.max_recv_sge);
+	cap->max_recv_wr = entries;
+	cap->max_recv_sge = qp->max_recv_sge;
+	return 0;
+}
+
+static void bzc_qp_free_rings(struct bzc_qp *qp)
+{
+	if (qp->rq.kaddr)
+		bzc_ring_free(&qp->rq);
+	bzc_ring_free(&qp->sq);
+	kfree(qp->rq_wqe);
+	kfree(qp->sq_wqe);
+}
+
+int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		  struct ib_udata *udata)
+{
+	struct bzc_dev *bdev = to_bdev(ibqp->device);
+	struct bzc_qp *qp = to_bqp(ibqp);
+	struct bzc_create_qp_resp resp = {};
+	u32 qpn;
+	int err;
+
+	/* Kernel consumers (rdma_cm's QP1 among them) come later. */
+	if (!udata)
+		return -EOPNOTSUPP;
+	if (init->qp_type != IB_QPT_RC && init->qp_type != IB_QPT_UC &&
+	    init->qp_type != IB_QPT_UD)
+		return -EOPNOTSUPP;
+	if (init->create_flags)
+		return -EOPNOTSUPP;
+	if (init->srq)
+		return -EOPNOTSUPP;	/* SRQs are not implemented yet */
+	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EOPNOTSUPP;
+	err = bzc_qp_check_caps(bdev, init);
+	if (err)
+		return err;
+
+	refcount_set(&qp->refcnt, 1);
+	init_completion(&qp->released);
+	spin_lock_init(&qp->lock);
+	spin_lock_init(&qp->rq_lock);
+	mutex_init(&qp->modify_mutex);
+	mutex_init(&qp->sq_mutex);
+	INIT_DELAYED_WORK(&qp->sq_work, bzc_sq_work);
+	qp->state = IB_QPS_RESET;
+	qp->port = BZC_PORT;
+	qp->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
+	qp->path_mtu = IB_MTU_1024;
+
+	err = bzc_qp_alloc_scratch(qp);
+	if (err)
+		return err;
+	err = bzc_qp_alloc_sq(qp, bdev, &init->cap, udata);
+	if (err)
+		goto err_scratch;
+	err = bzc_qp_alloc_rq(qp, bdev, &init->cap, udata);
+	if (err) {
+		bzc_ring_free(&qp->sq);
+		kfree(qp->sq_wqe);
+		goto err_scratch;
+	}
+
+	resp.sq_mmap_key = qp->sq.mmap_key;
+	resp.sq_mmap_len = qp->sq.mmap_len;
+	resp.sq_entries = qp->sq.entries;
+	resp.sq_wqe_size = qp->sq_wqe_size;
+	if (qp->rq.kaddr) {
+		resp.rq_mmap_key = qp->rq.mmap_key;
+		resp.rq_mmap_len = qp->rq.mmap_len;
+		resp.rq_entries = qp->rq.entries;
+		resp.rq_wqe_size = qp->rq_wqe_size;
+	}
+	err = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+	if (err)
+		goto err_rings;
+
+	/* Visible to senders last: a RESET QP accepts nothing anyway. */
+	err = xa_alloc_cyclic(&bdev->qp_xa, &qpn, qp,
+			      XA_LIMIT(BZC_MIN_QPN, BZC_MAX_QPN),
+			      &bdev->qp_next, GFP_KERNEL);
+	if (err < 0) {
+		err = err == -EBUSY ? -ENOMEM : err;
+		goto err_rings;
+	}
+	ibqp->qp_num = qpn;
+	return 0;
+
+err_rings:
+	bzc_qp_free_rings(qp);
+err_scratch:
+	bzc_qp_free_scratch(qp);
+	return err;
+}
+
+/* Find a QP by number, with a reference (bzc_qp_put()). */
+struct bzc_qp *bzc_qp_get(struct bzc_dev *bdev, u32 qpn)
+{
+	struct bzc_qp *qp;
+
+	xa_lock(&bdev->qp_xa);
+	qp = xa_load(&bdev->qp_xa, qpn);
+	if (qp && !refcount_inc_not_zero(&qp->refcnt))
+		qp = NULL;
+	xa_unlock(&bdev->qp_xa);
+	return qp;
+}
+
+void bzc_qp_put(struct bzc_qp *qp)
+{
+	if (refcount_dec_and_test(&qp->refcnt))
+		complete(&qp->released);
+}
+
+int bzc_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct bzc_qp *qp = to_bqp(ibqp);
+
+	/* No new senders find it; wait for those delivering to it. */
+	xa_erase(&to_bdev(ibqp->device)->qp_xa, ibqp->qp_num);
+	bzc_qp_put(qp);
+	wait_for_completion(&qp->released);
+
+	/* And stop its own send queue for good. */
+	cancel_delayed_work_sync(&qp->sq_work);
+	mutex_lock(&qp->sq_mutex);
+	mutex_unlock(&qp->sq_mutex);
+
+	bzc_qp_free_rings(qp);
+	bzc_qp_free_scratch(qp);
+	return 0;
+}
+
+/* Flush every RQE posted so far with IB_WC_WR_FLUSH_ERR. */
+void bzc_rq_flush(struct bzc_qp *qp)
+{
+	struct bzc_wq_ring_hdr *hdr;
+	struct bzc_recv_wqe *rqe = qp->rq_wqe;
+	struct bzc_cqe cqe = {
+		.status = IB_WC_WR_FLUSH_ERR,
+		.opcode = IB_WC_RECV,
+		.qp_num = cpu_to_le32(qp->ibqp.qp_num),
+	};
+	u32 prod;
+
+	if (!qp->rq.kaddr)
+		return;
+	hdr = wq_hdr(&qp->rq);
+
+	spin_lock(&qp->rq_lock);
+	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
+	/* A producer index the RQ cannot hold flushes nothing more. */
+	if (prod - qp->rq_cons > qp->rq.entries)
+		prod = qp->rq_cons;
+	while (qp->rq_cons != prod) {
+		memcpy(rqe, qp->rq.kaddr + BZC_WQ_RING_WQE_OFFSET +
+		       (size_t)(qp->rq_cons & (qp->rq.entries - 1)) *
+		       qp->rq_wqe_size, sizeof(*rqe));
+		cqe.wr_id = rqe->wr_id;
+		qp->rq_cons++;
+		smp_store_release(&hdr->cons, cpu_to_le32(qp->rq_cons));
+		bzc_cq_post(to_bcq(qp->ibqp.recv_cq), &cqe, false);
+	}
+	spin_unlock(&qp->rq_lock);
+}
+
+static void bzc_qp_event(struct bzc_qp *qp, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = qp->ibqp.device,
+		.element.qp = &qp->ibqp,
+		.event = type,
+	};
+
+	if (qp->ibqp.event_handler)
+		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+}
+
+/* Enter the error state: publish it, flush both queues. */
+static void bzc_qp_enter_error(struct bzc_qp *qp)
+{
+	WRITE_ONCE(wq_hdr(&qp->sq)->error, cpu_to_le32(1));
+	if (qp->rq.kaddr)
+		WRITE_ONCE(wq_hdr(&qp->rq)->error, cpu_to_le32(1));
+	/*
+	 * Pairs with post_recv's prod store, fence, error load: either the
+	 * flush below sees the new RQE, or the process sees `error` and rings
+	 * the RQ doorbell.
+	 */
+	smp_mb();
+	bzc_rq_flush(qp);
+	/*
+	 * The SQ executor flushes the SQ: now, even if an RNR wait was
+	 * pending, and in its own context (we may be in another QP's).
+	 */
+	mod_delayed_work(bzc_wq, &qp->sq_work, 0);
+}
+
+/*
+ * The data path found an error that breaks the QP (a bad WQE, a transport
+ * error): move it to ERR and tell the owner with `event` if it is an
+ * asynchronous error (0: reported through a completion already).
+ */
+void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event)
+{
+	bool changed;
+
+	spin_lock(&qp->lock);
+	changed = qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET;
+	if (changed)
+		qp->state = IB_QPS_ERR;
+	spin_unlock(&qp->lock);
+
+	if (!changed)
+		return;
+	bzc_qp_enter_error(qp);
+	if (event)
+		bzc_qp_event(qp, event);
+}
+
+/*
+ * SQD: the executor takes no new WQE; the one it may be running finishes
+ * under sq_mutex, and then the SQ is drained.
+ */
+static void bzc_qp_sq_drain(struct bzc_qp *qp)
+{
+	mutex_lock(&qp->sq_mutex);
+	mutex_unlock(&qp->sq_mutex);
+	bzc_qp_event(qp, IB_EVENT_SQ_DRAINED);
+}
+
+/* Forget all WQEs: RESET discards both queues without completions. */
+static void bzc_qp_reset(struct bzc_qp *qp)
+{
+	struct bzc_wq_ring_hdr *hdr = wq_hdr(&qp->sq);
+
+	mutex_lock(&qp->sq_mutex);
+	qp->sq_cons = le32_to_cpu(READ_ONCE(hdr->prod));
+	smp_store_release(&hdr->cons, cpu_to_le32(qp->sq_cons));
+	WRITE_ONCE(hdr->error, 0);
+	qp->rnr_waiting = false;
+	mutex_unlock(&qp->sq_mutex);
+
+	if (!qp->rq.kaddr)
+		return;
+	hdr = wq_hdr(&qp->rq);
+	spin_lock(&qp->rq_lock);
+	qp->rq_cons = le32_to_cpu(READ_ONCE(hdr->prod));
+	smp_store_release(&hdr->cons, cpu_to_le32(qp->rq_cons));
+	WRITE_ONCE(hdr->error, 0);
+	spin_unlock(&qp->rq_lock);
+}
+
+static int bzc_qp_check_attr(struct bzc_qp *qp, struct ib_qp_attr *attr,
+			     int mask)
+{
+	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
+
+	if ((mask & IB_QP_PORT) && attr->port_num != BZC_PORT)
+		return -EINVAL;
+	if ((mask & IB_QP_PKEY_INDEX) && attr->pkey_index >= BZC_PKEY_TBL_LEN)
+		return -EINVAL;
+	if ((mask & IB_QP_PATH_MTU) &&
+	    (attr->path_mtu < IB_MTU_256 || attr->path_mtu > IB_MTU_4096))
+		return -EINVAL;
+	if ((mask & IB_QP_MAX_QP_RD_ATOMIC) &&
+	    attr->max_rd_atomic > bdev->attr.max_qp_init_rd_atom)
+		return -EINVAL;
+	if ((mask & IB_QP_MAX_DEST_RD_ATOMIC) &&
+	    attr->max_dest_rd_atomic > bdev->attr.max_qp_rd_atom)
+		return -EINVAL;
+	if ((mask & IB_QP_TIMEOUT) && attr->timeout > 31)
+		return -EINVAL;
+	if ((mask & IB_QP_RETRY_CNT) && attr->retry_cnt > 7)
+		return -EINVAL;
+	if ((mask & IB_QP_RNR_RETRY) && attr->rnr_retry > 7)
+		return -EINVAL;
+	if ((mask & IB_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31)
+		return -EINVAL;
+	if ((mask & IB_QP_ACCESS_FLAGS) &&
+	    (attr->qp_access_flags & ~(IB_ACCESS_REMOTE_WRITE |
+				       IB_ACCESS_REMOTE_READ |
+				       IB_ACCESS_REMOTE_ATOMIC |
+				       IB_ACCESS_LOCAL_WRITE |
+				       IB_ACCESS_MW_BIND)))
+		return -EINVAL;
+	if ((mask & IB_QP_CAP) &&
+	    (attr->cap.max_send_wr > qp->sq.entries ||
+	     attr->cap.max_recv_wr > qp->rq.entries))
+		return -EINVAL;	/* resizing a QP is not supported */
+	return 0;
+}
+
+int bzc_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		  struct ib_udata *udata)
+{
+	struct bzc_qp *qp = to_bqp(ibqp);
+	enum ib_qp_state cur, next;
+	struct bzc_av av = {};
+	int err;
+
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EOPNOTSUPP;
+	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
+		return -EOPNOTSUPP;
+
+	mutex_lock(&qp->modify_mutex);
+	cur = (mask & IB_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
+	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
+	err = -EINVAL;
+	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
+		goto out;
+	err = bzc_qp_check_attr(qp, attr, mask);
+	if (err)
+		goto out;
+	if (mask & IB_QP_AV) {
+		err = bzc_av_from_attr(&av, &attr->ah_attr);
+		if (err)
+			goto out;
+	}
+
+	spin_lock(&qp->lock);
+	if (mask & IB_QP_AV)
+		qp->av = av;
+	if (mask & IB_QP_QKEY)
+		qp->qkey = attr->qkey;
+	if (mask & IB_QP_DEST_QPN)
+		qp->dest_qpn = attr->dest_qp_num;
+	if (mask & IB_QP_SQ_PSN)
+		qp->sq_psn = attr->sq_psn & 0xffffff;
+	if (mask & IB_QP_RQ_PSN)
+		qp->rq_psn = attr->rq_psn & 0xffffff;
+	if (mask & IB_QP_ACCESS_FLAGS)
+		qp->access = attr->qp_access_flags;
+	if (mask & IB_QP_PKEY_INDEX)
+		qp->pkey_index = attr->pkey_index;
+	if (mask & IB_QP_TIMEOUT)
+		qp->timeout = attr->timeout;
+	if (mask & IB_QP_RETRY_CNT)
+		qp->retry_cnt = attr->retry_cnt;
+	if (mask & IB_QP_RNR_RETRY)
+		qp->rnr_retry = attr->rnr_retry;
+	if (mask & IB_QP_MIN_RNR_TIMER)
+		qp->min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IB_QP_MAX_QP_RD_ATOMIC)
+		qp->max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC)
+		qp->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IB_QP_PATH_MTU)
+		qp->path_mtu = attr->path_mtu;
+	qp->state = next;
+	spin_unlock(&qp->lock);
+
+	if (next != cur) {
+		if (next == IB_QPS_RESET)
+			bzc_qp_reset(qp);
+		else if (next == IB_QPS_ERR)
+			bzc_qp_enter_error(qp);
+		else if (next == IB_QPS_RTS)
+			bzc_sq_kick(qp);	/* resume after SQD/SQE */
+		else if (next == IB_QPS_SQD)
+			bzc_qp_sq_drain(qp);
+	}
+	err = 0;
+out:
+	mutex_unlock(&qp->modify_mutex);
+	return err;
+}
+
+int bzc_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		 struct ib_qp_init_attr *init)
+{
+	struct bzc_qp *qp = to_bqp(ibqp);
+
+	memset(attr, 0, sizeof(*attr));
+	memset(init, 0, sizeof(*init));
+
+	spin_lock(&qp->lock);
+	attr->qp_state = qp->state;
+	attr->cur_qp_state = qp->state;
+	attr->path_mtu = qp->path_mtu;
+	attr->path_mig_state = IB_MIG_MIGRATED;
+	attr->qkey = qp->qkey;
+	attr->rq_psn = qp->rq_psn;
+	attr->sq_psn = qp->sq_psn;
+	attr->dest_qp_num = qp->dest_qpn;
+	attr->qp_access_flags = qp->access;
+	attr->pkey_index = qp->pkey_index;
+	attr->port_num = qp->port;
+	attr->max_rd_atomic = qp->max_rd_atomic;
+	attr->max_dest_rd_atomic = qp->max_dest_rd_atomic;
+	attr->min_rnr_timer = qp->min_rnr_timer;
+	attr->timeout = qp->timeout;
+	attr->retry_cnt = qp->retry_cnt;
+	attr->rnr_retry = qp->rnr_retry;
+	attr->sq_draining = 0;
+	if (ibqp->qp_type != IB_QPT_UD)
+		bzc_av_to_attr(&qp->av, &attr->ah_attr);
+	spin_unlock(&qp->lock);
+
+	attr->cap.max_send_wr = qp->sq.entries;
+	attr->cap.max_send_sge = qp->max_send_sge;
+	attr->cap.max_inline_data = qp->max_inline;
+	attr->cap.max_recv_wr = qp->rq.entries;
+	attr->cap.max_recv_sge = qp->max_recv_sge;
+
+	init->qp_type = ibqp->qp_type;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
+	init->cap = attr->cap;
+	init->sq_sig_type = qp->sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;
+	return 0;
+}
+
+/*
+ * The SQ doorbell: IB_USER_VERBS_CMD_POST_SEND with no WRs. WQEs are in
+ * the mapped ring; kernel WRs (a kernel consumer's) are not taken yet.
+ */
+int bzc_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		  const struct ib_send_wr **bad_wr)
+{
+	if (wr) {
+		*bad_wr = wr;
+		return -EOPNOTSUPP;
+	}
+	bzc_sq_kick(to_bqp(ibqp));
+	return 0;
+}
+
+/* The RQ doorbell, rung only to flush receives posted in the error state. */
+int bzc_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		  const struct ib_recv_wr **bad_wr)
+{
+	struct bzc_qp *qp = to_bqp(ibqp);
+
+	if (wr) {
+		*bad_wr = wr;
+		return -EOPNOTSUPP;
+	}
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		bzc_rq_flush(qp);
+	return 0;
+}
