@@ -20,8 +20,10 @@
  *     context opened by ibv_open_device() (which also reads
  *     verbs_device.ops, .sysfs and verbs_device_ops.alloc_context).
  *  6. The command helpers (ibv_cmd_create_cq, _create_cq_ex, _resize_cq,
- *     _destroy_cq, _reg_mr, _rereg_mr, _dereg_mr), the command structs
- *     and struct verbs_mr / verbs_cq.  The context's cmd_fd is the write
+ *     _destroy_cq, _reg_mr, _rereg_mr, _dereg_mr, _create_qp,
+ *     _create_qp_ex2, _modify_qp, _query_qp, _destroy_qp, _post_send and
+ *     _post_recv as doorbells, _create_ah, _destroy_ah), the command
+ *     structs and struct verbs_mr / verbs_cq / verbs_qp.  The context's cmd_fd is the write
  *     end of a pipe: the uverbs ioctl fails there with ENOTTY, so
  *     libibverbs falls back to write() and the command lands in the pipe,
  *     where every field is compared with what was passed in, including
@@ -38,6 +40,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -737,10 +740,363 @@ static void check_mr_commands(struct ibv_context *ibctx)
 	CHECK(dereg.core_payload.mr_handle == 0x77);
 }
 
+static void check_qp_create(struct ibv_context *ibctx)
+{
+	struct ibv_pd pd = { .context = ibctx, .handle = 0x31 };
+	struct ibv_cq scq = { .context = ibctx, .handle = 0x32 };
+	struct ibv_cq rcq = { .context = ibctx, .handle = 0x33 };
+	struct {
+		struct ib_uverbs_create_qp_resp core;
+		struct drv_data drv;
+	} resp;
+	struct {
+		struct ib_uverbs_ex_create_qp_resp core;
+		struct drv_data drv;
+	} resp_ex;
+	struct ibv_qp_init_attr_ex attr_ex;
+	struct ibv_qp_init_attr attr;
+	struct ibv_create_qp_ex wex;
+	struct ibv_create_qp w;
+	struct {
+		struct verbs_qp vqp;
+		uint64_t guard;
+	} q;
+	size_t core_len;
+	uint32_t *legacy;
+	int ret;
+
+	/*
+	 * ibv_cmd_create_qp_ex2(): refuses comp_mask bits the library does
+	 * not know, before sending anything.
+	 */
+	memset(&attr_ex, 0, sizeof(attr_ex));
+	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD | (1U << 20);
+	attr_ex.pd = &pd;
+	attr_ex.qp_type = IBV_QPT_RC;
+	attr_ex.send_cq = &scq;
+	attr_ex.recv_cq = &rcq;
+	memset(&q, 0, sizeof(q));
+	ret = ibv_cmd_create_qp_ex2(ibctx, &q.vqp, &attr_ex, NULL, 0,
+				    &resp_ex.core, sizeof(resp_ex));
+	CHECK(ret == EINVAL);
+
+	/*
+	 * With CREATE_FLAGS it needs the extended command, which falls back
+	 * to the extended write() here.  That path zeroes the response
+	 * before the "kernel" writes it, so the caps come back as 0.
+	 */
+	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+			    IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	attr_ex.create_flags = 0;
+	attr_ex.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	attr_ex.qp_context = (void *)0x4321;
+	attr_ex.cap.max_send_wr = 11;
+	attr_ex.cap.max_recv_wr = 12;
+	attr_ex.cap.max_send_sge = 3;
+	attr_ex.cap.max_recv_sge = 4;
+	attr_ex.cap.max_inline_data = 64;
+	attr_ex.sq_sig_all = 1;
+	memset(&q, 0xa5, sizeof(q));
+	q.guard = GUARD;
+	memset(&resp_ex, 0xee, sizeof(resp_ex));
+	ret = ibv_cmd_create_qp_ex2(ibctx, &q.vqp, &attr_ex, NULL, 0,
+				    &resp_ex.core, sizeof(resp_ex));
+	CHECK(ret == 0);
+	read_command(&wex, sizeof(wex));
+	CHECK(wex.hdr.hdr.command ==
+	      (IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_CREATE_QP));
+	CHECK(wex.hdr.hdr.in_words * 8U == sizeof(wex.core_payload));
+	CHECK(wex.hdr.hdr.out_words * 8U == sizeof(resp_ex.core));
+	CHECK(wex.hdr.ex_hdr.provider_in_words == 0);
+	CHECK(wex.hdr.ex_hdr.provider_out_words * 8U == sizeof(resp_ex.drv));
+	CHECK(wex.hdr.ex_hdr.response == (uintptr_t)&resp_ex.core);
+	CHECK(wex.core_payload.user_handle == (uintptr_t)&q.vqp.qp);
+	CHECK(wex.core_payload.pd_handle == 0x31);
+	CHECK(wex.core_payload.send_cq_handle == 0x32);
+	CHECK(wex.core_payload.recv_cq_handle == 0x33);
+	CHECK(wex.core_payload.max_send_wr == 11);
+	CHECK(wex.core_payload.max_recv_wr == 12);
+	CHECK(wex.core_payload.max_send_sge == 3);
+	CHECK(wex.core_payload.max_recv_sge == 4);
+	CHECK(wex.core_payload.max_inline_data == 64);
+	CHECK(wex.core_payload.sq_sig_all == 1);
+	CHECK(wex.core_payload.qp_type == IBV_QPT_RC);
+	CHECK(wex.core_payload.is_srq == 0);
+	CHECK(wex.core_payload.create_flags == 0);
+	/* The helper copied the granted caps (zero here) into attr_ex. */
+	CHECK(attr_ex.cap.max_send_wr == 0 && attr_ex.cap.max_inline_data == 0);
+	CHECK(resp_ex.drv.word[0] == 0 && resp_ex.drv.word[1] == 0);
+	/* ... and filled the QP, including verbs_qp.comp_mask. */
+	CHECK(q.vqp.qp.context == ibctx);
+	CHECK(q.vqp.qp.handle == 0);
+	CHECK(q.vqp.qp.qp_context == (void *)0x4321);
+	CHECK(q.vqp.qp.pd == &pd);
+	CHECK(q.vqp.qp.send_cq == &scq);
+	CHECK(q.vqp.qp.recv_cq == &rcq);
+	CHECK(q.vqp.qp.srq == NULL);
+	CHECK(q.vqp.qp.qp_type == IBV_QPT_RC);
+	CHECK(q.vqp.qp.state == IBV_QPS_RESET);
+	CHECK(q.vqp.qp.events_completed == 0);
+	CHECK(q.vqp.comp_mask == 0);
+	CHECK(q.guard == GUARD);
+	pthread_mutex_destroy(&q.vqp.qp.mutex);
+	pthread_cond_destroy(&q.vqp.qp.cond);
+
+	/* ibv_qp_to_qp_ex() reads verbs_qp.comp_mask for VERBS_QP_EX. */
+	CHECK(ibv_qp_to_qp_ex(&q.vqp.qp) == NULL);
+	q.vqp.comp_mask = VERBS_QP_EX;
+	CHECK(ibv_qp_to_qp_ex(&q.vqp.qp) == &q.vqp.qp_ex);
+
+	/*
+	 * ibv_cmd_create_qp(): the plain write() command.  This process
+	 * never lists devices, so libibverbs' uverbs ABI version is unset
+	 * and it uses the oldest response layout (qp_handle, qpn); the
+	 * driver data must still land right behind it.
+	 */
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_context = (void *)0x5432;
+	attr.send_cq = &scq;
+	attr.recv_cq = &rcq;
+	attr.qp_type = IBV_QPT_UD;
+	attr.cap.max_send_wr = 21;
+	attr.cap.max_recv_wr = 22;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 2;
+	attr.cap.max_inline_data = 32;
+	memset(&q, 0xa5, sizeof(q));
+	q.guard = GUARD;
+	memset(&resp, 0, sizeof(resp));
+	legacy = (uint32_t *)((uint8_t *)&resp.drv - 2 * sizeof(uint32_t));
+	legacy[0] = 0x3456;
+	legacy[1] = 0x789;
+	ret = ibv_cmd_create_qp(&pd, &q.vqp.qp, &attr, NULL, 0, &resp.core,
+				sizeof(resp));
+	CHECK(ret == 0);
+	read_command(&w, sizeof(w));
+	CHECK(w.hdr.command == IB_USER_VERBS_CMD_CREATE_QP);
+	CHECK(w.hdr.in_words * 4U == sizeof(w));
+	core_len = w.hdr.out_words * 4U - sizeof(resp.drv);
+	CHECK(core_len == 2 * sizeof(uint32_t));
+	CHECK(w.core_payload.response + core_len == (uintptr_t)&resp.drv);
+	CHECK(w.core_payload.user_handle == (uintptr_t)&q.vqp.qp);
+	CHECK(w.core_payload.pd_handle == 0x31);
+	CHECK(w.core_payload.send_cq_handle == 0x32);
+	CHECK(w.core_payload.recv_cq_handle == 0x33);
+	CHECK(w.core_payload.max_send_wr == 21);
+	CHECK(w.core_payload.max_recv_wr == 22);
+	CHECK(w.core_payload.max_send_sge == 1);
+	CHECK(w.core_payload.max_recv_sge == 2);
+	CHECK(w.core_payload.max_inline_data == 32);
+	CHECK(w.core_payload.qp_type == IBV_QPT_UD);
+	CHECK(w.core_payload.is_srq == 0);
+	CHECK(q.vqp.qp.context == ibctx);
+	CHECK(q.vqp.qp.handle == 0x3456);
+	CHECK(q.vqp.qp.qp_num == 0x789);
+	CHECK(q.vqp.qp.qp_context == (void *)0x5432);
+	CHECK(q.vqp.qp.pd == &pd);
+	CHECK(q.vqp.qp.qp_type == IBV_QPT_UD);
+	CHECK(q.vqp.qp.state == IBV_QPS_RESET);
+	/* Only the ibv_qp part is the library's on this path. */
+	CHECK(q.guard == GUARD);
+	pthread_mutex_destroy(&q.vqp.qp.mutex);
+	pthread_cond_destroy(&q.vqp.qp.cond);
+}
+
+static void check_qp_commands(struct ibv_context *ibctx)
+{
+	struct ibv_cq scq = { .context = ibctx, .handle = 0x32 };
+	struct ibv_qp qp = {
+		.context = ibctx,
+		.handle = 0x44,
+		.qp_context = (void *)0x6543,
+		.send_cq = &scq,
+		.recv_cq = &scq,
+		.qp_type = IBV_QPT_RC,
+	};
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_post_send core_payload;
+	} ps;
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_post_recv core_payload;
+	} pr;
+	struct ibv_send_wr *bad_send = (struct ibv_send_wr *)&qp;
+	struct ibv_recv_wr *bad_recv = (struct ibv_recv_wr *)&qp;
+	struct ibv_qp_init_attr init_attr;
+	struct ibv_modify_qp mcmd;
+	struct ibv_query_qp qcmd;
+	struct ibv_qp_attr attr;
+	uint8_t w[sizeof(struct ibv_modify_qp)];
+	int mask, ret;
+
+	/* ibv_cmd_modify_qp(): the command buffer is the provider's. */
+	memset(&attr, 0, sizeof(attr));
+	memset(&mcmd, 0, sizeof(mcmd));
+	attr.qp_state = IBV_QPS_RTR;
+	attr.path_mtu = IBV_MTU_1024;
+	attr.dest_qp_num = 0x123;
+	attr.rq_psn = 0x456;
+	attr.max_dest_rd_atomic = 4;
+	attr.min_rnr_timer = 12;
+	attr.ah_attr.is_global = 1;
+	attr.ah_attr.port_num = 1;
+	attr.ah_attr.grh.dgid.raw[15] = 9;
+	attr.ah_attr.grh.sgid_index = 2;
+	attr.ah_attr.grh.hop_limit = 64;
+	mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+	       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+	       IBV_QP_MIN_RNR_TIMER;
+	ret = ibv_cmd_modify_qp(&qp, &attr, mask, &mcmd, sizeof(mcmd));
+	CHECK(ret == 0);
+	read_command(w, sizeof(mcmd));
+	CHECK(memcmp(w, &mcmd, sizeof(mcmd)) == 0);
+	CHECK_WRITE_HDR(mcmd.hdr, IB_USER_VERBS_CMD_MODIFY_QP, sizeof(mcmd),
+			0);
+	CHECK(mcmd.core_payload.qp_handle == 0x44);
+	CHECK(mcmd.core_payload.attr_mask == (uint32_t)mask);
+	CHECK(mcmd.core_payload.qp_state == IBV_QPS_RTR);
+	CHECK(mcmd.core_payload.path_mtu == IBV_MTU_1024);
+	CHECK(mcmd.core_payload.dest_qp_num == 0x123);
+	CHECK(mcmd.core_payload.rq_psn == 0x456);
+	CHECK(mcmd.core_payload.max_dest_rd_atomic == 4);
+	CHECK(mcmd.core_payload.min_rnr_timer == 12);
+	CHECK(mcmd.core_payload.dest.is_global == 1);
+	CHECK(mcmd.core_payload.dest.port_num == 1);
+	CHECK(mcmd.core_payload.dest.dgid[15] == 9);
+	CHECK(mcmd.core_payload.dest.sgid_index == 2);
+	CHECK(mcmd.core_payload.dest.hop_limit == 64);
+	/* The library's wrapper, not the helper, updates qp->state. */
+	CHECK(qp.state == IBV_QPS_RESET);
+	CHECK(ibv_cmd_modify_qp(&qp, &attr, IBV_QP_RATE_LIMIT, &mcmd,
+				sizeof(mcmd)) == EOPNOTSUPP);
+
+	/*
+	 * ibv_cmd_query_qp(): the response is the library's own; only the
+	 * command and what init_attr takes from the QP are checked.
+	 */
+	memset(&qcmd, 0, sizeof(qcmd));
+	memset(&init_attr, 0, sizeof(init_attr));
+	ret = ibv_cmd_query_qp(&qp, &attr, IBV_QP_STATE | IBV_QP_CAP,
+			       &init_attr, &qcmd, sizeof(qcmd));
+	CHECK(ret == 0);
+	read_command(w, sizeof(qcmd));
+	CHECK(memcmp(w, &qcmd, sizeof(qcmd)) == 0);
+	CHECK_WRITE_HDR(qcmd.hdr, IB_USER_VERBS_CMD_QUERY_QP, sizeof(qcmd),
+			sizeof(struct ib_uverbs_query_qp_resp));
+	CHECK(qcmd.core_payload.response != 0);
+	CHECK(qcmd.core_payload.qp_handle == 0x44);
+	CHECK(qcmd.core_payload.attr_mask == (IBV_QP_STATE | IBV_QP_CAP));
+	CHECK(init_attr.qp_context == (void *)0x6543);
+	CHECK(init_attr.send_cq == &scq);
+	CHECK(init_attr.qp_type == IBV_QPT_RC);
+
+	/* The SQ doorbell: POST_SEND with no work requests at all. */
+	ret = ibv_cmd_post_send(&qp, NULL, &bad_send);
+	CHECK(ret == 0);
+	CHECK(bad_send == (struct ibv_send_wr *)&qp);
+	read_command(&ps, sizeof(ps));
+	CHECK_WRITE_HDR(ps.hdr, IB_USER_VERBS_CMD_POST_SEND, sizeof(ps),
+			sizeof(struct ib_uverbs_post_send_resp));
+	CHECK(ps.core_payload.response != 0);
+	CHECK(ps.core_payload.qp_handle == 0x44);
+	CHECK(ps.core_payload.wr_count == 0);
+	CHECK(ps.core_payload.sge_count == 0);
+	CHECK(ps.core_payload.wqe_size == sizeof(struct ib_uverbs_send_wr));
+
+	/* The RQ doorbell: POST_RECV with no work requests. */
+	ret = ibv_cmd_post_recv(&qp, NULL, &bad_recv);
+	CHECK(ret == 0);
+	CHECK(bad_recv == (struct ibv_recv_wr *)&qp);
+	read_command(&pr, sizeof(pr));
+	CHECK_WRITE_HDR(pr.hdr, IB_USER_VERBS_CMD_POST_RECV, sizeof(pr),
+			sizeof(struct ib_uverbs_post_recv_resp));
+	CHECK(pr.core_payload.response != 0);
+	CHECK(pr.core_payload.qp_handle == 0x44);
+	CHECK(pr.core_payload.wr_count == 0);
+	CHECK(pr.core_payload.sge_count == 0);
+	CHECK(pr.core_payload.wqe_size == sizeof(struct ib_uverbs_recv_wr));
+}
+
+static void check_ah_commands(struct ibv_context *ibctx)
+{
+	struct ibv_pd pd = { .context = ibctx, .handle = 0x51 };
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_create_ah core_payload;
+	} w;
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_destroy_ah core_payload;
+	} d;
+	/* The driver data directly behind the 4-byte core response. */
+	struct {
+		struct ib_uverbs_create_ah_resp core;
+		uint32_t drv[2];
+	} resp;
+	struct ibv_ah_attr attr;
+	struct {
+		struct ibv_ah ah;
+		uint64_t guard;
+	} a;
+	int ret;
+
+	_Static_assert(sizeof(resp) == 12, "AH response padding");
+
+	memset(&attr, 0, sizeof(attr));
+	attr.dlid = 0x10;
+	attr.sl = 1;
+	attr.static_rate = 2;
+	attr.is_global = 1;
+	attr.port_num = 1;
+	attr.grh.dgid.raw[0] = 0xfe;
+	attr.grh.dgid.raw[15] = 7;
+	attr.grh.flow_label = 0x12345;
+	attr.grh.sgid_index = 3;
+	attr.grh.hop_limit = 63;
+	attr.grh.traffic_class = 5;
+	memset(&a, 0, sizeof(a));
+	a.guard = GUARD;
+	resp.core.ah_handle = 0x77;
+	resp.drv[0] = 0x1111;
+	resp.drv[1] = 0x2222;
+	ret = ibv_cmd_create_ah(&pd, &a.ah, &attr, &resp.core, sizeof(resp));
+	CHECK(ret == 0);
+	read_command(&w, sizeof(w));
+	CHECK_WRITE_HDR(w.hdr, IB_USER_VERBS_CMD_CREATE_AH, sizeof(w),
+			sizeof(resp));
+	CHECK(w.core_payload.response == (uintptr_t)&resp.core);
+	CHECK(w.core_payload.user_handle == (uintptr_t)&a.ah);
+	CHECK(w.core_payload.pd_handle == 0x51);
+	CHECK(w.core_payload.attr.dlid == 0x10);
+	CHECK(w.core_payload.attr.sl == 1);
+	CHECK(w.core_payload.attr.static_rate == 2);
+	CHECK(w.core_payload.attr.is_global == 1);
+	CHECK(w.core_payload.attr.port_num == 1);
+	CHECK(w.core_payload.attr.grh.dgid[0] == 0xfe);
+	CHECK(w.core_payload.attr.grh.dgid[15] == 7);
+	CHECK(w.core_payload.attr.grh.flow_label == 0x12345);
+	CHECK(w.core_payload.attr.grh.sgid_index == 3);
+	CHECK(w.core_payload.attr.grh.hop_limit == 63);
+	CHECK(w.core_payload.attr.grh.traffic_class == 5);
+	CHECK(a.ah.context == ibctx);
+	CHECK(a.ah.handle == 0x77);
+	CHECK(resp.drv[0] == 0x1111 && resp.drv[1] == 0x2222);
+	CHECK(a.guard == GUARD);
+
+	/* ibv_cmd_destroy_ah(): no response. */
+	ret = ibv_cmd_destroy_ah(&a.ah);
+	CHECK(ret == 0);
+	read_command(&d, sizeof(d));
+	CHECK_WRITE_HDR(d.hdr, IB_USER_VERBS_CMD_DESTROY_AH, sizeof(d), 0);
+	CHECK(d.core_payload.ah_handle == 0x77);
+}
+
 static void check_commands(void)
 {
 	struct test_context *ctx;
 	struct ibv_cq cq = {};
+	struct ibv_qp qp = {};
 
 	ctx = open_pipe_context();
 	if (ctx) {
@@ -751,6 +1107,14 @@ static void check_commands(void)
 	ctx = open_pipe_context();
 	if (ctx) {
 		check_mr_commands(&ctx->vctx.context);
+		close_pipe_context(ctx);
+	}
+
+	ctx = open_pipe_context();
+	if (ctx) {
+		check_qp_create(&ctx->vctx.context);
+		check_qp_commands(&ctx->vctx.context);
+		check_ah_commands(&ctx->vctx.context);
 		close_pipe_context(ctx);
 	}
 
@@ -766,6 +1130,10 @@ static void check_commands(void)
 	cq.context = &ctx->vctx.context;
 	cq.handle = 1;
 	CHECK(ibv_cmd_destroy_cq(&cq) == EBADF);
+	/* Likewise ibv_cmd_destroy_qp(), which waits for the QP's events. */
+	qp.context = &ctx->vctx.context;
+	qp.handle = 1;
+	CHECK(ibv_cmd_destroy_qp(&qp) == EBADF);
 	verbs_uninit_context(&ctx->vctx);
 	free(ctx);
 }

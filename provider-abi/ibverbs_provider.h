@@ -98,6 +98,34 @@ struct verbs_cq {
 	};
 };
 
+/*
+ * An XRC domain as libibverbs sees it.  bzc has no XRC; only pointers to it
+ * occur (struct verbs_qp), so it stays incomplete here.
+ */
+struct verbs_xrcd;
+
+/* verbs_qp.comp_mask bits.  Values are ABI: ibv_qp_to_qp_ex() tests QP_EX. */
+enum verbs_qp_mask {
+	VERBS_QP_XRCD = 1 << 0,
+	VERBS_QP_EX = 1 << 1,
+};
+
+/*
+ * A QP seen either way: ibv_qp_ex begins with an ibv_qp (qp_base), then the
+ * library's comp_mask and the XRC domain.  The create helpers set comp_mask
+ * to 0 (or VERBS_QP_XRCD); a provider that implements the ibv_wr_* API
+ * sets VERBS_QP_EX afterwards, and ibv_qp_to_qp_ex() returns &qp_ex only
+ * when it is set.
+ */
+struct verbs_qp {
+	union {
+		struct ibv_qp qp;
+		struct ibv_qp_ex qp_ex;
+	};
+	uint32_t comp_mask;		/* enum verbs_qp_mask */
+	struct verbs_xrcd *xrcd;
+};
+
 /* ---------------------------------------------------------------------- */
 /* Device matching                                                          */
 /* ---------------------------------------------------------------------- */
@@ -444,6 +472,21 @@ struct ibv_rereg_mr {
 	struct ib_uverbs_rereg_mr core_payload;
 };
 
+struct ibv_create_qp {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_create_qp core_payload;
+};
+
+struct ibv_modify_qp {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_modify_qp core_payload;
+};
+
+struct ibv_query_qp {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_query_qp core_payload;
+};
+
 /*
  * The extended ("_ex") commands start with the command header followed by
  * the extended header; their driver data is 8-byte granular.
@@ -456,6 +499,11 @@ struct ex_hdr {
 struct ibv_create_cq_ex {
 	struct ex_hdr hdr;
 	struct ib_uverbs_ex_create_cq core_payload;
+};
+
+struct ibv_create_qp_ex {
+	struct ex_hdr hdr;
+	struct ib_uverbs_ex_create_qp core_payload;
 };
 
 /*
@@ -572,6 +620,86 @@ int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr,
 /* Destroys vmr->ibv_mr.handle in the kernel; does not free @vmr. */
 int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
 
+/*
+ * CREATE_QP for ibv_create_qp() (ioctl, else write()).  @cmd may be NULL
+ * (cmd_size 0) without driver request data; @resp is the core response
+ * followed by the driver data (resp_size covers both).  On the ioctl path
+ * the caps come back through an attribute, not @resp: read them from
+ * attr->cap, which the helper updates with what the kernel granted.  Sets
+ * context, handle, qp_num, qp_context, pd, send_cq, recv_cq, srq, qp_type,
+ * state (RESET), events_completed, mutex and cond of @qp.
+ */
+int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
+		      struct ibv_qp_init_attr *attr, struct ibv_create_qp *cmd,
+		      size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
+		      size_t resp_size);
+
+/*
+ * CREATE_QP for ibv_create_qp_ex(): as ibv_cmd_create_qp(), from
+ * attr_ex->pd (IBV_QP_INIT_ATTR_PD is required) and updating attr_ex->cap.
+ * EINVAL for a comp_mask bit outside PD, XRCD, CREATE_FLAGS,
+ * MAX_TSO_HEADER, IND_TABLE, RX_HASH, SEND_OPS_FLAGS (it does not look at
+ * send_ops_flags), or a create flag the library does not know.  Also sets
+ * vqp->comp_mask (0 without XRCD).  Driver data in the response starts at
+ * sizeof(struct ib_uverbs_ex_create_qp_resp).
+ */
+int ibv_cmd_create_qp_ex2(struct ibv_context *context, struct verbs_qp *qp,
+			  struct ibv_qp_init_attr_ex *attr_ex,
+			  struct ibv_create_qp_ex *cmd, size_t cmd_size,
+			  struct ib_uverbs_ex_create_qp_resp *resp,
+			  size_t resp_size);
+
+/*
+ * MODIFY_QP (write()); @cmd is required and filled from @attr for the bits
+ * of @attr_mask.  EOPNOTSUPP for IBV_QP_RATE_LIMIT and later bits.  Does
+ * not update qp->state; ibv_modify_qp() does that on success.
+ */
+int ibv_cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+		      int attr_mask, struct ibv_modify_qp *cmd,
+		      size_t cmd_size);
+
+/*
+ * QUERY_QP (write()); @cmd is required.  Fills @attr and @init_attr (the
+ * latter partly from @qp itself).  EOPNOTSUPP for IBV_QP_RATE_LIMIT and
+ * later bits.
+ */
+int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+		     int attr_mask, struct ibv_qp_init_attr *init_attr,
+		     struct ibv_query_qp *cmd, size_t cmd_size);
+
+/*
+ * Destroys qp->handle in the kernel, then waits until every async event
+ * the kernel reported for it has been acknowledged (qp->mutex, cond and
+ * events_completed must be valid).  Does not free @qp.  EIO from a
+ * disassociated device counts as success as for ibv_cmd_destroy_cq().
+ */
+int ibv_cmd_destroy_qp(struct ibv_qp *qp);
+
+/*
+ * POST_SEND / POST_RECV (write()): the work requests of @wr marshalled into
+ * the command.  With @wr NULL the command carries qp_handle, wr_count 0,
+ * sge_count 0 and wqe_size sizeof(struct ib_uverbs_send_wr) (resp.
+ * ib_uverbs_recv_wr), and *bad_wr is left alone on success (set to NULL on
+ * failure): bzc's doorbells.
+ */
+int ibv_cmd_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr);
+int ibv_cmd_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad_wr);
+
+/*
+ * CREATE_AH (write()).  @resp is the core response followed by the driver
+ * data, resp_size covering both; the core response is 4 bytes, so driver
+ * data there is 4-byte aligned.  Sets ah->handle and ah->context;
+ * ibv_create_ah() sets ah->pd.
+ */
+int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
+		      struct ibv_ah_attr *attr,
+		      struct ib_uverbs_create_ah_resp *resp, size_t resp_size);
+
+/* Destroys ah->handle in the kernel; does not free @ah. */
+int ibv_cmd_destroy_ah(struct ibv_ah *ah);
+
 /* ---------------------------------------------------------------------- */
 /* Compile-time checks                                                      */
 /* ---------------------------------------------------------------------- */
@@ -648,6 +776,39 @@ BZC_PABI_ASSERT(sizeof(struct ib_uverbs_rereg_mr) == 48);
 BZC_PABI_ASSERT(sizeof(struct ibv_rereg_mr) == 56);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_rereg_mr_resp) == 8);
 
+BZC_PABI_ASSERT(offsetof(struct ibv_create_qp, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_create_qp) == 56);
+BZC_PABI_ASSERT(sizeof(struct ibv_create_qp) == 64);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_create_qp_resp) == 32);
+BZC_PABI_ASSERT(offsetof(struct ibv_create_qp_ex, core_payload) == 24);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_ex_create_qp) == 64);
+BZC_PABI_ASSERT(sizeof(struct ibv_create_qp_ex) == 88);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_ex_create_qp_resp) == 40);
+BZC_PABI_ASSERT(offsetof(struct ibv_modify_qp, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_modify_qp) == 112);
+BZC_PABI_ASSERT(sizeof(struct ibv_modify_qp) == 120);
+BZC_PABI_ASSERT(offsetof(struct ibv_query_qp, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_query_qp) == 16);
+BZC_PABI_ASSERT(sizeof(struct ibv_query_qp) == 24);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_create_ah_resp) == 4);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_send_wr) == 56);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_recv_wr) == 16);
+
+/*
+ * verbs_qp: the union, then comp_mask and the XRC domain pointer.  The
+ * ibv_qp fields the create helpers write must sit at the same offsets in
+ * both views (libibverbs asserts qp_base is first).
+ */
+BZC_PABI_ASSERT(offsetof(struct verbs_qp, qp) == 0);
+BZC_PABI_ASSERT(offsetof(struct verbs_qp, qp_ex) == 0);
+BZC_PABI_ASSERT(offsetof(struct ibv_qp_ex, qp_base) == 0);
+BZC_PABI_ASSERT(sizeof(struct ibv_qp_ex) >= sizeof(struct ibv_qp));
+BZC_PABI_ASSERT(offsetof(struct verbs_qp, comp_mask) ==
+		sizeof(struct ibv_qp_ex));
+BZC_PABI_ASSERT(offsetof(struct verbs_qp, xrcd) ==
+		(sizeof(struct ibv_qp_ex) + sizeof(uint32_t) +
+		 sizeof(void *) - 1) / sizeof(void *) * sizeof(void *));
+
 /* verbs_mr: two ints after the public MR; verbs_cq: nothing but the union. */
 BZC_PABI_ASSERT(offsetof(struct verbs_mr, ibv_mr) == 0);
 BZC_PABI_ASSERT(offsetof(struct verbs_mr, mr_type) == sizeof(struct ibv_mr));
@@ -702,6 +863,20 @@ BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, poll_cq) == 424);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, reg_mr) == 544);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, req_notify_cq) == 552);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, rereg_mr) == 560);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, create_ah) == 104);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, create_qp) == 152);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, create_qp_ex) == 160);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, destroy_ah) == 232);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, destroy_qp) == 272);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, modify_qp) == 376);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, post_recv) == 432);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, post_send) == 440);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, query_qp) == 488);
+BZC_PABI_ASSERT(sizeof(struct ibv_qp) == 160);
+BZC_PABI_ASSERT(sizeof(struct ibv_qp_ex) == 352);
+BZC_PABI_ASSERT(offsetof(struct verbs_qp, comp_mask) == 352);
+BZC_PABI_ASSERT(offsetof(struct verbs_qp, xrcd) == 360);
+BZC_PABI_ASSERT(sizeof(struct verbs_qp) == 368);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, resize_cq) == 568);
 #endif
 

@@ -78,12 +78,96 @@ BZC_CHECK_OFFSET(bzc_resize_cq_resp, mmap_len, 8);
 BZC_CHECK_OFFSET(bzc_resize_cq_resp, entries, 12);
 BZC_CHECK_ALIGN(bzc_resize_cq_resp);
 
+/* Work queue rings: header, slot offset (process writes, kernel reads). */
+BZC_CHECK_SIZE(bzc_wq_ring_hdr, 16);
+BZC_CHECK_OFFSET(bzc_wq_ring_hdr, prod, 0);
+BZC_CHECK_OFFSET(bzc_wq_ring_hdr, cons, 4);
+BZC_CHECK_OFFSET(bzc_wq_ring_hdr, error, 8);
+BZC_CHECK_OFFSET(bzc_wq_ring_hdr, pad, 12);
+_Static_assert(BZC_WQ_RING_WQE_OFFSET == 64, "WQE slots move");
+_Static_assert(BZC_WQ_RING_WQE_OFFSET >= sizeof(struct bzc_wq_ring_hdr),
+	       "WQE slots overlap the ring header");
+
+BZC_CHECK_SIZE(bzc_sge, 16);
+BZC_CHECK_OFFSET(bzc_sge, addr, 0);
+BZC_CHECK_OFFSET(bzc_sge, length, 8);
+BZC_CHECK_OFFSET(bzc_sge, lkey, 12);
+_Static_assert(_Alignof(struct bzc_sge) == 8, "bzc_sge alignment");
+
+BZC_CHECK_SIZE(bzc_send_wqe, 64);
+BZC_CHECK_OFFSET(bzc_send_wqe, wr_id, 0);
+BZC_CHECK_OFFSET(bzc_send_wqe, opcode, 8);
+BZC_CHECK_OFFSET(bzc_send_wqe, flags, 9);
+BZC_CHECK_OFFSET(bzc_send_wqe, num_sge, 10);
+BZC_CHECK_OFFSET(bzc_send_wqe, pad0, 11);
+BZC_CHECK_OFFSET(bzc_send_wqe, imm_data, 12);
+BZC_CHECK_OFFSET(bzc_send_wqe, rdma.remote_addr, 16);
+BZC_CHECK_OFFSET(bzc_send_wqe, rdma.rkey, 24);
+BZC_CHECK_OFFSET(bzc_send_wqe, rdma.pad, 28);
+BZC_CHECK_OFFSET(bzc_send_wqe, atomic.remote_addr, 16);
+BZC_CHECK_OFFSET(bzc_send_wqe, atomic.compare_add, 24);
+BZC_CHECK_OFFSET(bzc_send_wqe, atomic.swap, 32);
+BZC_CHECK_OFFSET(bzc_send_wqe, atomic.rkey, 40);
+BZC_CHECK_OFFSET(bzc_send_wqe, atomic.pad, 44);
+BZC_CHECK_OFFSET(bzc_send_wqe, ud.ah, 16);
+BZC_CHECK_OFFSET(bzc_send_wqe, ud.remote_qpn, 20);
+BZC_CHECK_OFFSET(bzc_send_wqe, ud.remote_qkey, 24);
+BZC_CHECK_OFFSET(bzc_send_wqe, ud.pad, 28);
+BZC_CHECK_OFFSET(bzc_send_wqe, bind.addr, 16);
+BZC_CHECK_OFFSET(bzc_send_wqe, bind.length, 24);
+BZC_CHECK_OFFSET(bzc_send_wqe, bind.mw_rkey, 32);
+BZC_CHECK_OFFSET(bzc_send_wqe, bind.mr_lkey, 36);
+BZC_CHECK_OFFSET(bzc_send_wqe, bind.access, 40);
+BZC_CHECK_OFFSET(bzc_send_wqe, bind.pad, 44);
+BZC_CHECK_OFFSET(bzc_send_wqe, inline_len, 48);
+BZC_CHECK_OFFSET(bzc_send_wqe, pad1, 52);
+_Static_assert(_Alignof(struct bzc_send_wqe) == 8, "bzc_send_wqe alignment");
+/* SGEs or inline data follow the header directly, 8-byte aligned. */
+_Static_assert(BZC_SEND_WQE_DATA_OFFSET == sizeof(struct bzc_send_wqe),
+	       "send WQE data offset");
+_Static_assert(BZC_SEND_WQE_DATA_OFFSET % _Alignof(struct bzc_sge) == 0,
+	       "send WQE SGEs misaligned");
+
+BZC_CHECK_SIZE(bzc_recv_wqe, 16);
+BZC_CHECK_OFFSET(bzc_recv_wqe, wr_id, 0);
+BZC_CHECK_OFFSET(bzc_recv_wqe, num_sge, 8);
+BZC_CHECK_OFFSET(bzc_recv_wqe, pad, 9);
+/* Its SGEs follow at sizeof(struct bzc_recv_wqe). */
+_Static_assert(sizeof(struct bzc_recv_wqe) % _Alignof(struct bzc_sge) == 0,
+	       "receive WQE SGEs misaligned");
+
+BZC_CHECK_SIZE(bzc_create_qp_resp, 40);
+BZC_CHECK_OFFSET(bzc_create_qp_resp, sq_mmap_key, 0);
+BZC_CHECK_OFFSET(bzc_create_qp_resp, rq_mmap_key, 8);
+BZC_CHECK_OFFSET(bzc_create_qp_resp, sq_mmap_len, 16);
+BZC_CHECK_OFFSET(bzc_create_qp_resp, rq_mmap_len, 20);
+BZC_CHECK_OFFSET(bzc_create_qp_resp, sq_entries, 24);
+BZC_CHECK_OFFSET(bzc_create_qp_resp, rq_entries, 28);
+BZC_CHECK_OFFSET(bzc_create_qp_resp, sq_wqe_size, 32);
+BZC_CHECK_OFFSET(bzc_create_qp_resp, rq_wqe_size, 36);
+BZC_CHECK_ALIGN(bzc_create_qp_resp);
+
+/*
+ * The exception to BZC_CHECK_ALIGN: the CREATE_AH core response is 4
+ * bytes, so the kernel writes this at a 4-byte aligned offset, and it must
+ * not be 8-byte aligned or the provider's struct would pad before it.
+ */
+BZC_CHECK_SIZE(bzc_create_ah_resp, 8);
+BZC_CHECK_OFFSET(bzc_create_ah_resp, ah_index, 0);
+BZC_CHECK_OFFSET(bzc_create_ah_resp, pad, 4);
+_Static_assert(_Alignof(struct bzc_create_ah_resp) == 4,
+	       "bzc_create_ah_resp must be 4-byte aligned");
+
 /* The arm values and CQE flags fit their fields. */
 _Static_assert(BZC_CQ_ARM_NONE == 0, "the kernel clears arm to 0");
 _Static_assert(BZC_CQ_ARM_NEXT != BZC_CQ_ARM_SOLICITED, "arm values");
 _Static_assert((BZC_CQE_WITH_IMM | BZC_CQE_WITH_INV | BZC_CQE_GRH |
 		BZC_CQE_SOLICITED) <= 0xff,
 	       "bzc_cqe.wc_flags is 8 bits");
+
+_Static_assert((BZC_WQE_SIGNALED | BZC_WQE_SOLICITED | BZC_WQE_FENCE |
+		BZC_WQE_INLINE) <= 0xff,
+	       "bzc_send_wqe.flags is 8 bits");
 
 /* Driver id 0 is RDMA_DRIVER_UNKNOWN, which libibverbs never matches. */
 _Static_assert(BZC_RDMA_DRIVER_ID != 0, "driver id 0 is the wildcard");

@@ -2,7 +2,9 @@
 /*
  * bzc: userspace verbs provider for the bzc bulk zero-copy RDMA device.
  * This file: device matching, context, PD.  cq.c: completion queues.
- * mr.c: memory regions.
+ * mr.c: memory regions.  qp.c: queue pairs and the receive queue.  wr.c:
+ * the send queue (ibv_post_send and the ibv_wr_* API).  ah.c: address
+ * handles.
  *
  * The control path goes through the libibverbs ibv_cmd_* helpers, which
  * use the uverbs ioctl interface and fall back to write() on old kernels.
@@ -118,15 +120,24 @@ static void bzc_free_context(struct ibv_context *ibctx)
  */
 static const struct verbs_context_ops bzc_ctx_ops = {
 	.alloc_pd = bzc_alloc_pd,
+	.create_ah = bzc_create_ah,
 	.create_cq = bzc_create_cq,
 	.create_cq_ex = bzc_create_cq_ex,
+	.create_qp = bzc_create_qp,
+	.create_qp_ex = bzc_create_qp_ex,
 	.dealloc_pd = bzc_dealloc_pd,
 	.dereg_mr = bzc_dereg_mr,
+	.destroy_ah = bzc_destroy_ah,
 	.destroy_cq = bzc_destroy_cq,
+	.destroy_qp = bzc_destroy_qp,
 	.free_context = bzc_free_context,
+	.modify_qp = bzc_modify_qp,
 	.poll_cq = bzc_poll_cq,
+	.post_recv = bzc_post_recv,
+	.post_send = bzc_post_send,
 	.query_device_ex = bzc_query_device_ex,
 	.query_port = bzc_query_port,
+	.query_qp = bzc_query_qp,
 	.reg_mr = bzc_reg_mr,
 	.req_notify_cq = bzc_req_notify_cq,
 	.rereg_mr = bzc_rereg_mr,

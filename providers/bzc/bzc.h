@@ -5,6 +5,7 @@
 #ifndef __BZC_H__
 #define __BZC_H__
 
+#include <endian.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -138,6 +139,85 @@ BZC_ASSERT_RESP_LAYOUT(ubzc_create_cq_ex_resp, ib_uverbs_ex_create_cq_resp,
 BZC_ASSERT_RESP_LAYOUT(ubzc_resize_cq_resp, ib_uverbs_resize_cq_resp,
 		       bzc_resize_cq_resp);
 
+/*
+ * A work queue ring (SQ or RQ) that this process fills and the kernel
+ * drains (kernel-headers/rdma/bzc-abi.h describes it).  Everything here
+ * except the ring memory is under lock.
+ */
+struct bzc_wq {
+	pthread_spinlock_t lock;
+	/* The mapping of ring_len bytes; NULL for the RQ of a QP on an SRQ. */
+	struct bzc_wq_ring_hdr *hdr;
+	size_t ring_len;
+	uint8_t *wqes;			/* slot 0, at BZC_WQ_RING_WQE_OFFSET */
+	uint32_t entries;		/* a power of two */
+	uint32_t wqe_shift;		/* log2 of the slot size */
+	/*
+	 * Free-running producer index, the copy of hdr->prod only this
+	 * process writes; and the last hdr->cons seen, re-read only when the
+	 * ring looks full.
+	 */
+	uint32_t prod;
+	uint32_t cons;
+	uint32_t max_sge;
+	uint32_t max_inline;		/* SQ only */
+};
+
+struct bzc_qp {
+	struct verbs_qp vqp;
+	struct bzc_wq sq;
+	struct bzc_wq rq;
+	/* Every send WQE is signaled (created with sq_sig_all). */
+	bool sq_sig_all;
+	/*
+	 * The state the last successful modify_qp set (enum ibv_qp_state),
+	 * for the checks at post time; atomic because posting threads read
+	 * it without a lock.
+	 */
+	int state;
+
+	/*
+	 * The ibv_wr_* batch, valid from wr_start (which takes sq.lock) to
+	 * wr_complete or wr_abort (which release it): the WQEs built so
+	 * far from sq.prod on, the one the setters fill, and the first
+	 * error, which makes wr_complete discard the batch.
+	 */
+	uint32_t wr_count;
+	struct bzc_send_wqe *wr_cur;
+	int wr_err;
+};
+
+/* The address handle: the kernel's index, which UD send WQEs carry. */
+struct bzc_ah {
+	struct ibv_ah ibv_ah;
+	uint32_t ah_index;
+};
+
+/* CREATE_QP: no driver request data; both rings in the response. */
+struct ubzc_create_qp_resp {
+	struct ib_uverbs_create_qp_resp ibv_resp;
+	struct bzc_create_qp_resp drv_payload;
+};
+
+/* CREATE_QP for ibv_create_qp_ex(): the extended core response. */
+struct ubzc_create_qp_ex_resp {
+	struct ib_uverbs_ex_create_qp_resp ibv_resp;
+	struct bzc_create_qp_resp drv_payload;
+};
+
+/* CREATE_AH: the index follows the 4-byte core response directly. */
+struct ubzc_create_ah_resp {
+	struct ib_uverbs_create_ah_resp ibv_resp;
+	struct bzc_create_ah_resp drv_payload;
+};
+
+BZC_ASSERT_RESP_LAYOUT(ubzc_create_qp_resp, ib_uverbs_create_qp_resp,
+		       bzc_create_qp_resp);
+BZC_ASSERT_RESP_LAYOUT(ubzc_create_qp_ex_resp, ib_uverbs_ex_create_qp_resp,
+		       bzc_create_qp_resp);
+BZC_ASSERT_RESP_LAYOUT(ubzc_create_ah_resp, ib_uverbs_create_ah_resp,
+		       bzc_create_ah_resp);
+
 static inline struct bzc_device *to_bdev(struct ibv_device *ibdev)
 {
 	return container_of(ibdev, struct bzc_device, ibv_dev.device);
@@ -158,6 +238,54 @@ static inline struct bzc_cq *to_bcq_ex(struct ibv_cq_ex *ibcq)
 	return container_of(ibcq, struct bzc_cq, vcq.cq_ex);
 }
 
+static inline struct bzc_qp *to_bqp(struct ibv_qp *ibqp)
+{
+	return container_of(ibqp, struct bzc_qp, vqp.qp);
+}
+
+static inline struct bzc_qp *to_bqp_ex(struct ibv_qp_ex *ibqp)
+{
+	return container_of(ibqp, struct bzc_qp, vqp.qp_ex);
+}
+
+static inline struct bzc_ah *to_bah(struct ibv_ah *ibah)
+{
+	return container_of(ibah, struct bzc_ah, ibv_ah);
+}
+
+static inline enum ibv_qp_state bzc_qp_state(struct bzc_qp *qp)
+{
+	return (enum ibv_qp_state)__atomic_load_n(&qp->state,
+						   __ATOMIC_RELAXED);
+}
+
+/* Address of slot @index (free running) of a mapped work queue. */
+static inline void *bzc_wq_slot(struct bzc_wq *wq, uint32_t index)
+{
+	return wq->wqes + ((size_t)(index & (wq->entries - 1))
+			   << wq->wqe_shift);
+}
+
+/*
+ * Whether slot @index cannot be written yet because the kernel has not
+ * consumed what it held.  The acquire load orders the kernel's reads of
+ * the slot (it copies every WQE out before advancing cons) before our
+ * writes to it.  Called with wq->lock held.
+ */
+static inline bool bzc_wq_full(struct bzc_wq *wq, uint32_t index)
+{
+	if (index - wq->cons < wq->entries)
+		return false;
+	wq->cons = le32toh(__atomic_load_n(&wq->hdr->cons, __ATOMIC_ACQUIRE));
+	return index - wq->cons >= wq->entries;
+}
+
+/* Hand the WQEs up to wq->prod to the kernel. */
+static inline void bzc_wq_publish(struct bzc_wq *wq)
+{
+	__atomic_store_n(&wq->hdr->prod, htole32(wq->prod), __ATOMIC_RELEASE);
+}
+
 /* cq.c */
 struct ibv_cq *bzc_create_cq(struct ibv_context *context, int cqe,
 			     struct ibv_comp_channel *channel,
@@ -175,5 +303,27 @@ struct ibv_mr *bzc_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 int bzc_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		 void *addr, size_t length, int access);
 int bzc_dereg_mr(struct verbs_mr *vmr);
+
+/* qp.c */
+struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+struct ibv_qp *bzc_create_qp_ex(struct ibv_context *context,
+				struct ibv_qp_init_attr_ex *attr);
+int bzc_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		  int attr_mask);
+int bzc_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
+		 struct ibv_qp_init_attr *init_attr);
+int bzc_destroy_qp(struct ibv_qp *ibqp);
+int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		  struct ibv_recv_wr **bad_wr);
+
+/* wr.c */
+uint64_t bzc_send_ops_supported(enum ibv_qp_type qp_type);
+void bzc_qp_init_wr_ops(struct bzc_qp *qp);
+int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		  struct ibv_send_wr **bad_wr);
+
+/* ah.c */
+struct ibv_ah *bzc_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+int bzc_destroy_ah(struct ibv_ah *ibah);
 
 #endif /* __BZC_H__ */

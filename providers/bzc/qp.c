@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: queue pairs - create, modify, query, destroy, and the receive queue.
+ *
+ * The kernel allocates the send and receive queue rings of every QP and
+ * hands out an mmap key for each in the create response (struct
+ * bzc_create_qp_resp).  Work requests are then written straight into the
+ * rings: a WQE into the slot at the producer index, then the index itself
+ * with a release store; the kernel copies each WQE out before it looks at
+ * it and advances the consumer index.  Receives need no system call at
+ * all, sends one doorbell per ibv_post_send() (wr.c).
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "bzc.h"
+
+/* What bzc_create_qp_ex() accepts. */
+enum {
+	BZC_QP_INIT_ATTR_MASK_KNOWN = IBV_QP_INIT_ATTR_PD |
+				      IBV_QP_INIT_ATTR_CREATE_FLAGS |
+				      IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+};
+
+/* A WQE's num_sge is 8 bits wide. */
+#define BZC_MAX_WQE_SGE 255U
+
+/*
+ * Map one work queue ring the kernel described, after checking that the
+ * description is sound: a power-of-two number of power-of-two sized slots,
+ * at least @max_wr of them, each at least @min_wqe_size bytes, all inside
+ * the mapping.  Anything else is refused with EPROTO rather than trusted.
+ */
+static int bzc_wq_map(struct ibv_context *context, struct bzc_wq *wq,
+		      uint64_t mmap_key, uint32_t mmap_len, uint32_t entries,
+		      uint32_t wqe_size, uint64_t min_wqe_size, uint32_t max_wr)
+{
+	void *addr;
+
+	/* Free-running 32-bit indices need entries <= 2^31. */
+	if (!entries || (entries & (entries - 1)) || entries > 1U << 31 ||
+	    entries < max_wr)
+		return EPROTO;
+	if (!wqe_size || (wqe_size & (wqe_size - 1)) || wqe_size < min_wqe_size)
+		return EPROTO;
+	if ((uint64_t)mmap_len <
+	    BZC_WQ_RING_WQE_OFFSET + (uint64_t)entries * wqe_size)
+		return EPROTO;
+	/* The key is an mmap offset: it must survive the trip through off_t. */
+	if ((off_t)mmap_key < 0 || (uint64_t)(off_t)mmap_key != mmap_key)
+		return EPROTO;
+
+	addr = mmap(NULL, mmap_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		    context->cmd_fd, (off_t)mmap_key);
+	if (addr == MAP_FAILED)
+		return errno;
+
+	wq->hdr = addr;
+	wq->ring_len = mmap_len;
+	wq->wqes = (uint8_t *)addr + BZC_WQ_RING_WQE_OFFSET;
+	wq->entries = entries;
+	wq->wqe_shift = (uint32_t)__builtin_ctz(wqe_size);
+	/* Both 0 for a new QP; wherever the kernel says otherwise. */
+	wq->prod = le32toh(__atomic_load_n(&wq->hdr->prod, __ATOMIC_RELAXED));
+	wq->cons = le32toh(__atomic_load_n(&wq->hdr->cons, __ATOMIC_ACQUIRE));
+	return 0;
+}
+
+static void bzc_wq_unmap(struct bzc_wq *wq)
+{
+	if (wq->hdr)
+		munmap(wq->hdr, wq->ring_len);
+	wq->hdr = NULL;
+	wq->wqes = NULL;
+}
+
+static struct bzc_qp *bzc_qp_alloc(void)
+{
+	struct bzc_qp *qp;
+	int ret;
+
+	/*
+	 * Zeroed: verbs_qp.comp_mask must start at 0 for the non-extended
+	 * create, which does not set it, and ibv_qp_ex's unsupported
+	 * function pointers stay NULL.
+	 */
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+
+	ret = pthread_spin_init(&qp->sq.lock, PTHREAD_PROCESS_PRIVATE);
+	if (ret)
+		goto err_free;
+	ret = pthread_spin_init(&qp->rq.lock, PTHREAD_PROCESS_PRIVATE);
+	if (ret)
+		goto err_sq_lock;
+
+	qp->state = IBV_QPS_RESET;
+	return qp;
+
+err_sq_lock:
+	pthread_spin_destroy(&qp->sq.lock);
+err_free:
+	free(qp);
+	errno = ret;
+	return NULL;
+}
+
+static void bzc_qp_free(struct bzc_qp *qp)
+{
+	pthread_spin_destroy(&qp->rq.lock);
+	pthread_spin_destroy(&qp->sq.lock);
+	free(qp);
+}
+
+/*
+ * Second half of both creates: map the rings of a QP the kernel has just
+ * created with the caps in @cap (what it granted).  On failure the kernel
+ * object is destroyed again and qp freed.
+ */
+static int bzc_qp_finish_create(struct ibv_context *context,
+				struct bzc_qp *qp, const struct ibv_qp_cap *cap,
+				int sq_sig_all, bool has_srq,
+				const struct bzc_create_qp_resp *drv)
+{
+	uint64_t send_data, recv_data;
+	int ret = EPROTO;
+
+	if (cap->max_send_sge > BZC_MAX_WQE_SGE ||
+	    cap->max_recv_sge > BZC_MAX_WQE_SGE)
+		goto err;
+
+	/* A send slot holds the header, then the SGEs or the inline data. */
+	send_data = (uint64_t)cap->max_send_sge * sizeof(struct bzc_sge);
+	if (send_data < cap->max_inline_data)
+		send_data = cap->max_inline_data;
+	ret = bzc_wq_map(context, &qp->sq, drv->sq_mmap_key, drv->sq_mmap_len,
+			 drv->sq_entries, drv->sq_wqe_size,
+			 BZC_SEND_WQE_DATA_OFFSET + send_data,
+			 cap->max_send_wr);
+	if (ret)
+		goto err;
+
+	/* With an SRQ the QP has no receive queue of its own. */
+	if (!has_srq) {
+		recv_data = (uint64_t)cap->max_recv_sge *
+			    sizeof(struct bzc_sge);
+		ret = bzc_wq_map(context, &qp->rq, drv->rq_mmap_key,
+				 drv->rq_mmap_len, drv->rq_entries,
+				 drv->rq_wqe_size,
+				 sizeof(struct bzc_recv_wqe) + recv_data,
+				 cap->max_recv_wr);
+		if (ret)
+			goto err_sq;
+	}
+
+	qp->sq.max_sge = cap->max_send_sge;
+	qp->sq.max_inline = cap->max_inline_data;
+	qp->rq.max_sge = cap->max_recv_sge;
+	qp->sq_sig_all = sq_sig_all != 0;
+	return 0;
+
+err_sq:
+	bzc_wq_unmap(&qp->sq);
+err:
+	ibv_cmd_destroy_qp(&qp->vqp.qp);
+	bzc_qp_free(qp);
+	return ret;
+}
+
+static bool bzc_qp_type_supported(enum ibv_qp_type qp_type)
+{
+	/* RC, UC and UD; every type bzc has has some send opcodes. */
+	return bzc_send_ops_supported(qp_type) != 0;
+}
+
+struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ubzc_create_qp_resp resp = {};
+	struct bzc_qp *qp;
+	int ret;
+
+	if (!bzc_qp_type_supported(attr->qp_type)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+
+	qp = bzc_qp_alloc();
+	if (!qp)
+		return NULL;
+
+	/* No driver request data; attr->cap comes back with the real caps. */
+	ret = ibv_cmd_create_qp(pd, &qp->vqp.qp, attr, NULL, 0,
+				&resp.ibv_resp, sizeof(resp));
+	if (ret) {
+		bzc_qp_free(qp);
+		errno = ret;
+		return NULL;
+	}
+
+	ret = bzc_qp_finish_create(pd->context, qp, &attr->cap,
+				   attr->sq_sig_all, attr->srq != NULL,
+				   &resp.drv_payload);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+
+	return &qp->vqp.qp;
+}
+
+struct ibv_qp *bzc_create_qp_ex(struct ibv_context *context,
+				struct ibv_qp_init_attr_ex *attr)
+{
+	struct ubzc_create_qp_ex_resp resp = {};
+	struct bzc_qp *qp;
+	int ret;
+
+	/* XRC, TSO, RSS and WQ indirection tables. */
+	if (attr->comp_mask & ~(uint32_t)BZC_QP_INIT_ATTR_MASK_KNOWN) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* No create flag is supported. */
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	    attr->create_flags) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!bzc_qp_type_supported(attr->qp_type)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	/* ibv_wr_* opcodes this QP type cannot carry (TSO, atomic write...). */
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (attr->send_ops_flags & ~bzc_send_ops_supported(attr->qp_type))) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+
+	qp = bzc_qp_alloc();
+	if (!qp)
+		return NULL;
+
+	ret = ibv_cmd_create_qp_ex2(context, &qp->vqp, attr, NULL, 0,
+				    &resp.ibv_resp, sizeof(resp));
+	if (ret) {
+		bzc_qp_free(qp);
+		errno = ret;
+		return NULL;
+	}
+
+	ret = bzc_qp_finish_create(context, qp, &attr->cap, attr->sq_sig_all,
+				   attr->srq != NULL, &resp.drv_payload);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+		bzc_qp_init_wr_ops(qp);
+
+	return &qp->vqp.qp;
+}
+
+/*
+ * ibv_modify_qp() updates qp->state itself; the provider keeps its own
+ * copy, which ibv_query_qp() does not overwrite, for the checks at post
+ * time.  Moving to RESET needs nothing here: the kernel sets each ring's
+ * cons to its prod (discarding what was posted) and clears `error`.
+ */
+int bzc_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct bzc_qp *qp = to_bqp(ibqp);
+	struct ibv_modify_qp cmd = {};
+	int ret;
+
+	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (ret)
+		return ret;
+
+	if (attr_mask & IBV_QP_STATE)
+		__atomic_store_n(&qp->state, (int)attr->qp_state,
+				 __ATOMIC_RELAXED);
+	return 0;
+}
+
+int bzc_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
+		 struct ibv_qp_init_attr *init_attr)
+{
+	struct ibv_query_qp cmd = {};
+
+	return ibv_cmd_query_qp(ibqp, attr, attr_mask, init_attr, &cmd,
+				sizeof(cmd));
+}
+
+int bzc_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct bzc_qp *qp = to_bqp(ibqp);
+	int ret;
+
+	ret = ibv_cmd_destroy_qp(ibqp);
+	if (ret)
+		return ret;
+
+	bzc_wq_unmap(&qp->rq);
+	bzc_wq_unmap(&qp->sq);
+	bzc_qp_free(qp);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Receive queue                                                            */
+/* ---------------------------------------------------------------------- */
+
+static void bzc_write_recv_wqe(struct bzc_wq *rq, uint32_t index,
+			       const struct ibv_recv_wr *wr)
+{
+	struct bzc_recv_wqe *wqe = bzc_wq_slot(rq, index);
+	struct bzc_sge *sge = (struct bzc_sge *)(wqe + 1);
+	int i;
+
+	wqe->wr_id = htole64(wr->wr_id);
+	wqe->num_sge = (uint8_t)wr->num_sge;
+	memset(wqe->pad, 0, sizeof(wqe->pad));
+	for (i = 0; i < wr->num_sge; i++) {
+		sge[i].addr = htole64(wr->sg_list[i].addr);
+		sge[i].length = htole32(wr->sg_list[i].length);
+		sge[i].lkey = htole32(wr->sg_list[i].lkey);
+	}
+}
+
+/*
+ * The kernel flushes receives itself when the QP enters the error state,
+ * but only those it can see then.  Receives posted afterwards need the RQ
+ * doorbell, which this process rings when it finds `error` set after
+ * publishing prod.  It is a Dekker pair with the kernel, which sets error
+ * and then (full barrier) reads prod to flush: the fence between our prod
+ * store and error load makes sure at least one side sees the other, so a
+ * receive posted in the error state is always flushed (maybe twice
+ * looked at, never lost).
+ */
+static int bzc_rq_flush_if_error(struct bzc_qp *qp)
+{
+	struct ibv_recv_wr *bad = NULL;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&qp->rq.hdr->error, __ATOMIC_RELAXED))
+		return 0;
+	return ibv_cmd_post_recv(&qp->vqp.qp, NULL, &bad);
+}
+
+int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		  struct ibv_recv_wr **bad_wr)
+{
+	struct bzc_qp *qp = to_bqp(ibqp);
+	struct bzc_wq *rq = &qp->rq;
+	struct ibv_recv_wr *first = wr;
+	uint32_t start;
+	bool posted;
+	int ret = 0, db;
+
+	if (!wr)
+		return 0;
+	/* A QP on an SRQ takes its receives from there. */
+	if (!rq->hdr || bzc_qp_state(qp) == IBV_QPS_RESET) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+
+	pthread_spin_lock(&rq->lock);
+	start = rq->prod;
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+			ret = EINVAL;
+			break;
+		}
+		if (bzc_wq_full(rq, rq->prod)) {
+			ret = ENOMEM;
+			break;
+		}
+		bzc_write_recv_wqe(rq, rq->prod, wr);
+		rq->prod++;
+	}
+	posted = rq->prod != start;
+	if (posted)
+		bzc_wq_publish(rq);
+	pthread_spin_unlock(&rq->lock);
+
+	if (ret)
+		*bad_wr = wr;
+
+	if (posted) {
+		db = bzc_rq_flush_if_error(qp);
+		/*
+		 * The receives are in the ring but the kernel was not told
+		 * to flush them: report the whole list as not posted.
+		 */
+		if (db) {
+			*bad_wr = first;
+			return db;
+		}
+	}
+	return ret;
+}
