@@ -220,6 +220,7 @@ static bool bzc_qp_receives(enum ib_qp_state state)
 /*
  * The destination QP of a WQE, referenced (and its device: put both with
  * bzc_peer_put()), or NULL if nothing in this kernel would receive it.
+ * For UD the caller has put the AH's address in peer->av.
  */
 struct bzc_peer {
 	struct bzc_dev *bdev;
@@ -230,16 +231,13 @@ struct bzc_peer {
 static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			 struct bzc_peer *peer)
 {
-	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
 	enum ib_qp_type type = qp->ibqp.qp_type;
 	struct bzc_av *av = &peer->av;
 	u32 dqpn, qkey = 0;
 	bool ok;
 
 	if (type == IB_QPT_UD) {
-		if (!bzc_ah_get_av(bdev, le32_to_cpu(wqe->ud.ah), qp->ibqp.pd,
-				   av))
-			return false;
+		/* peer->av: resolved by the caller, an AH of the QP's PD. */
 		dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
 		qkey = le32_to_cpu(wqe->ud.remote_qkey);
 		/* A qkey with the high bit set means "use the QP's own". */
@@ -640,6 +638,13 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		goto out;
 	}
 
+	/* An AH that is not this PD's is the sender's error, not a drop. */
+	if (qp->ibqp.qp_type == IB_QPT_UD &&
+	    !bzc_ah_get_av(bdev, le32_to_cpu(wqe->ud.ah), qp->ibqp.pd,
+			   &peer.av)) {
+		res->status = IB_WC_LOC_QP_OP_ERR;
+		goto out;
+	}
 	if (!bzc_peer_get(qp, wqe, &peer)) {
 		/* Nobody answers: RC retries in vain, UC and UD drop. */
 		if (qp->ibqp.qp_type == IB_QPT_RC)
