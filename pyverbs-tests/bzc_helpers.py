@@ -339,9 +339,21 @@ class Baseline:
         self.ipv6_global = [(a, p) for a, p, s in netdev_addrs(family=6)
                             if s == 'global'] if netdev_exists() else []
 
-    def restore(self):
+    def intact(self):
+        """Cheap check (sysfs only, no processes started) that module,
+        netdev (up, same MTU) and device are there and no temporary
+        device or netdev is left.  Addresses are not compared."""
+        return (module_loaded() and netdev_exists() and dev_exists() and
+                netdev_is_up() and netdev_mtu() == self.mtu and
+                not any(dev_exists(d) for d in TMP_DEVS if d != DEV) and
+                not any(netdev_exists(n) for n in TMP_NETDEVS))
+
+    def restore(self, quick=False):
         """Bring module, netdev and device back; return a list of the actions
-        taken (empty when nothing had to be done)."""
+        taken (empty when nothing had to be done).  quick=True: only if
+        intact() says something is off (for tests marked keeps_netdev)."""
+        if quick and self.intact():
+            return []
         actions = []
         for d in TMP_DEVS:
             if d != DEV and dev_exists(d):
@@ -522,3 +534,362 @@ def wait_event(get, want, timeout, ignore=()):
             return True, seen
         if etype not in ignore:
             return False, seen
+
+
+# --------------------------------------------------------------------------
+# Queue pairs and traffic (test_qp*.py)
+#
+# Loopback: two QPs on the same device, addressed by the RoCE v2 GID of
+# $BZC_IPV4. Every QPEnd has its own send CQ and receive CQ, so a test can
+# say exactly which queue must (or must not) complete.
+# --------------------------------------------------------------------------
+
+GRH_BYTES = 40
+UD_QKEY = 0x11111111
+# Completions can take a while under TCG (8 MiB copies in a worker).
+CQ_TIMEOUT = float(os.environ.get('BZC_CQ_TIMEOUT', '60'))
+
+
+def _verbs():
+    import pyverbs.enums as e
+    return e
+
+
+def access_all():
+    e = _verbs()
+    return (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
+            e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
+
+
+_libverbs = None
+
+
+def wc_status_str(status):
+    """ibv_wc_status_str() of libibverbs."""
+    global _libverbs
+    import ctypes
+    if _libverbs is None:
+        _libverbs = ctypes.CDLL('libibverbs.so.1')
+        _libverbs.ibv_wc_status_str.restype = ctypes.c_char_p
+        _libverbs.ibv_wc_status_str.argtypes = [ctypes.c_int]
+    return _libverbs.ibv_wc_status_str(status).decode()
+
+
+def wc_str(wc):
+    return (f'wr_id={wc.wr_id:#x} status={wc.status}({wc_status_str(wc.status)})'
+            f' opcode={wc.opcode} byte_len={wc.byte_len} qp_num={wc.qp_num}'
+            f' src_qp={wc.src_qp} wc_flags={wc.wc_flags:#x}'
+            f' imm_data={wc.imm_data:#x} vendor_err={wc.vendor_err}')
+
+
+def find_ipv4_gid_index(ctx, port=PORT):
+    """Index of the GID ::ffff:$BZC_IPV4 (query_gid), the RoCE v2 one if
+    the table has it twice."""
+    want = ipv4_mapped(IPV4)
+    found = []
+    for i in range(ctx.query_port(port).gid_tbl_len):
+        try:
+            gid = ipaddress.IPv6Address(str(ctx.query_gid(port, i)))
+        except Exception:       # empty or unreadable entry
+            continue
+        if gid == want:
+            found.append(i)
+    if not found:
+        raise AssertionError(f'{DEV}: no GID {want} (IPv4 {IPV4}) in the '
+                             f'GID table; sysfs has {sysfs_gids()}')
+    types = sysfs_gids()
+    v2 = [i for i in found if i in types and types[i][1] == 'RoCE v2']
+    return (v2 or found)[0]
+
+
+def gid_raw(gid):
+    """A pyverbs GID (or its string) as the 16 bytes of the wire."""
+    return ipaddress.IPv6Address(str(gid)).packed
+
+
+class QPEnd:
+    """A QP with its own send and receive CQ."""
+
+    def __init__(self, ctx, pd, qp_type, cap=None, sq_sig_all=False,
+                 cq_depth=512, channel=None):
+        from pyverbs.cq import CQ
+        from pyverbs.qp import QP, QPCap, QPInitAttr
+        self.ctx, self.pd, self.qp_type = ctx, pd, qp_type
+        self.scq = CQ(ctx, cq_depth, None, channel, 0)
+        self.rcq = CQ(ctx, cq_depth, None, channel, 0)
+        self.init_attr = QPInitAttr(qp_type=qp_type, scq=self.scq,
+                                    rcq=self.rcq, cap=cap or QPCap(),
+                                    sq_sig_all=1 if sq_sig_all else 0)
+        self.qp = QP(pd, self.init_attr)
+        self.cap = self.init_attr.cap       # what the device granted
+
+    @property
+    def qpn(self):
+        return self.qp.qp_num
+
+    def state(self):
+        e = _verbs()
+        return self.qp.query(e.IBV_QP_STATE)[0].qp_state
+
+    def close(self):
+        for o in (self.qp, self.scq, self.rcq):
+            o.close()
+
+
+def qp_to_init(qp, qp_type, access=None, qkey=UD_QKEY, port=PORT,
+               pkey_index=0):
+    from pyverbs.qp import QPAttr
+    e = _verbs()
+    a = QPAttr()
+    a.qp_state = e.IBV_QPS_INIT
+    a.pkey_index = pkey_index
+    a.port_num = port
+    mask = e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT
+    if qp_type == e.IBV_QPT_UD:
+        a.qkey = qkey
+        mask |= e.IBV_QP_QKEY
+    else:
+        a.qp_access_flags = access_all() if access is None else access
+        mask |= e.IBV_QP_ACCESS_FLAGS
+    qp.modify(a, mask)
+
+
+def ah_attr_for(gid, gid_index, port=PORT):
+    from pyverbs.addr import AHAttr, GlobalRoute
+    gr = GlobalRoute(dgid=gid, sgid_index=gid_index, hop_limit=64)
+    return AHAttr(port_num=port, is_global=1, gr=gr)
+
+
+def qp_to_rtr(qp, qp_type, gid, gid_index, dest_qpn, rq_psn=0,
+              path_mtu=None, max_dest_rd_atomic=4, min_rnr_timer=1):
+    from pyverbs.qp import QPAttr
+    e = _verbs()
+    a = QPAttr()
+    a.qp_state = e.IBV_QPS_RTR
+    mask = e.IBV_QP_STATE
+    if qp_type != e.IBV_QPT_UD:
+        a.ah_attr = ah_attr_for(gid, gid_index)
+        a.path_mtu = e.IBV_MTU_1024 if path_mtu is None else path_mtu
+        a.dest_qp_num = dest_qpn
+        a.rq_psn = rq_psn
+        mask |= (e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
+                 e.IBV_QP_RQ_PSN)
+    if qp_type == e.IBV_QPT_RC:
+        a.max_dest_rd_atomic = max_dest_rd_atomic
+        a.min_rnr_timer = min_rnr_timer
+        mask |= e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER
+    qp.modify(a, mask)
+
+
+def qp_to_rts(qp, qp_type, sq_psn=0, timeout=14, retry_cnt=7, rnr_retry=7,
+              max_rd_atomic=4):
+    from pyverbs.qp import QPAttr
+    e = _verbs()
+    a = QPAttr()
+    a.qp_state = e.IBV_QPS_RTS
+    a.sq_psn = sq_psn
+    mask = e.IBV_QP_STATE | e.IBV_QP_SQ_PSN
+    if qp_type == e.IBV_QPT_RC:
+        a.timeout = timeout
+        a.retry_cnt = retry_cnt
+        a.rnr_retry = rnr_retry
+        a.max_rd_atomic = max_rd_atomic
+        mask |= (e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
+                 e.IBV_QP_MAX_QP_RD_ATOMIC)
+    qp.modify(a, mask)
+
+
+def qp_to_err(qp):
+    from pyverbs.qp import QPAttr
+    e = _verbs()
+    a = QPAttr()
+    a.qp_state = e.IBV_QPS_ERR
+    qp.modify(a, e.IBV_QP_STATE)
+
+
+def connect_qps(a, b, gid_index, access_a=None, access_b=None,
+                rnr_retry=7, min_rnr_timer=1):
+    """Bring QPEnds a and b to RTS, each addressed at the other (for UD:
+    just RTS).  rnr_retry is the requester's, min_rnr_timer the
+    responder's (both set on both)."""
+    gid = a.ctx.query_gid(PORT, gid_index)
+    for me, peer, acc in ((a, b, access_a), (b, a, access_b)):
+        qp_to_init(me.qp, me.qp_type, access=acc)
+        qp_to_rtr(me.qp, me.qp_type, gid, gid_index, peer.qpn,
+                  min_rnr_timer=min_rnr_timer)
+        qp_to_rts(me.qp, me.qp_type, rnr_retry=rnr_retry)
+
+
+def poll_cq(cq, n, timeout=CQ_TIMEOUT):
+    """Exactly n completions (fewer: AssertionError naming what came)."""
+    wcs = []
+    deadline = time.monotonic() + timeout
+    delay = 0.0002
+    while len(wcs) < n:
+        k, got = cq.poll(n - len(wcs))
+        if k:
+            wcs.extend(got)
+            continue
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f'{len(wcs)} of {n} completions after {timeout}s: ' +
+                '; '.join(wc_str(w) for w in wcs))
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+    return wcs
+
+
+def drain_cq(cq, wait=0.0):
+    """Everything the CQ holds now, or within `wait` seconds."""
+    wcs = []
+    deadline = time.monotonic() + wait
+    while True:
+        k, got = cq.poll(64)
+        wcs.extend(got)
+        if k:
+            continue
+        if time.monotonic() >= deadline:
+            return wcs
+        time.sleep(0.005)
+
+
+# Bytes that differ from the data at every position (b ^ 0xff).
+INVERT = bytes(255 - i for i in range(256))
+
+
+def fill_for(data):
+    """What to put where `data` must land, so that every byte changes."""
+    return data.translate(INVERT)
+
+
+def rdma_res_list(kind):
+    """`rdma -j resource show KIND` entries of the device under test
+    (kind: qp, cq, mr, pd)."""
+    import json
+    out = rdma('-j', 'resource', 'show', kind).stdout.strip()
+    if not out:
+        return []
+    return [r for r in json.loads(out) if r.get('ifname') == DEV]
+
+
+# RDMA netlink resource tracking: what `rdma resource show` prints, read
+# without starting the rdma tool (starting any process can take seconds in
+# the TCG guest, where every exec reads its binary over 9p).
+_NLDEV_CMD_GET = 1
+_NLDEV_CMD_RES_GET = 9
+# kind: (dump command, table attr, entry attr, id attr)
+_NLDEV_RES = {'qp': (10, 19, 20, 21), 'cq': (12, 35, 36, 61),
+              'mr': (13, 40, 41, 62), 'pd': (14, 46, 47, 60)}
+_NLA_DEV_INDEX, _NLA_DEV_NAME = 1, 2
+_NLA_SUMMARY, _NLA_SUMMARY_ENTRY = 15, 16
+_NLA_SUMMARY_NAME, _NLA_SUMMARY_CURR = 17, 18
+_NLA_RES_PID, _NLA_RES_KERN_NAME = 28, 29
+
+
+def _nla_parse(buf):
+    """{type: payload} of a run of netlink attributes (last one wins)
+    plus the ordered list."""
+    res, lst, off = {}, [], 0
+    while off + 4 <= len(buf):
+        ln, typ = struct.unpack_from('=HH', buf, off)
+        if ln < 4:
+            break
+        payload = buf[off + 4:off + ln]
+        res[typ & 0x3fff] = payload
+        lst.append((typ & 0x3fff, payload))
+        off += (ln + 3) & ~3
+    return res, lst
+
+
+def _nl_rdma(cmd, attrs=b'', dump=False):
+    """Send one NLDEV request; return the attribute blobs of the replies."""
+    import socket
+    flags = 0x1 | (0x300 if dump else 0)        # REQUEST (| DUMP)
+    seq = (int(time.monotonic() * 1000) + os.getpid()) & 0x7fffffff
+    msg = struct.pack('=IHHII', 16 + len(attrs),
+                      (RDMA_NL_NLDEV << 10) + cmd, flags, seq, 0) + attrs
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_RDMA)
+    out = []
+    try:
+        s.settimeout(30)
+        s.bind((0, 0))
+        s.send(msg)
+        while True:
+            resp = s.recv(1 << 20)
+            off = 0
+            while off + 16 <= len(resp):
+                ln, typ, fl, rseq, _ = struct.unpack_from('=IHHII', resp, off)
+                if ln < 16:
+                    return out
+                body = resp[off + 16:off + ln]
+                off += (ln + 3) & ~3
+                if rseq != seq:
+                    continue
+                if typ == 3:                    # NLMSG_DONE
+                    return out
+                if typ == 2:                    # NLMSG_ERROR
+                    err = -struct.unpack_from('=i', body)[0]
+                    if err:
+                        raise OSError(err, f'RDMA netlink command {cmd}: '
+                                      f'{os.strerror(err)}')
+                    return out
+                out.append(body)
+                if not dump:
+                    return out
+    finally:
+        s.close()
+
+
+def _nla_u32(t, v):
+    return struct.pack('=HHI', 8, t, v)
+
+
+def ib_dev_index(dev=DEV):
+    for body in _nl_rdma(_NLDEV_CMD_GET, dump=True):
+        a, _ = _nla_parse(body)
+        if a.get(_NLA_DEV_NAME, b'').rstrip(b'\0').decode() == dev:
+            return struct.unpack('=I', a[_NLA_DEV_INDEX][:4])[0]
+    return None
+
+
+def nl_res_summary(dev=DEV):
+    """Like rdma_res_summary(), over netlink: {'qp': n, 'mr': n, ...}."""
+    idx = ib_dev_index(dev)
+    if idx is None:
+        return None
+    res = {}
+    for body in _nl_rdma(_NLDEV_CMD_RES_GET, _nla_u32(_NLA_DEV_INDEX, idx)):
+        a, _ = _nla_parse(body)
+        _, entries = _nla_parse(a.get(_NLA_SUMMARY, b''))
+        for t, blob in entries:
+            if t != _NLA_SUMMARY_ENTRY:
+                continue
+            ea, _ = _nla_parse(blob)
+            name = ea[_NLA_SUMMARY_NAME].rstrip(b'\0').decode()
+            res[name] = struct.unpack('=Q', ea[_NLA_SUMMARY_CURR][:8])[0]
+    return res
+
+
+def nl_res_list(kind, dev=DEV):
+    """The `kind` objects (qp, cq, mr, pd) of a device over netlink, as
+    [{'id': n, 'pid': pid or None, 'kern': name or None}]."""
+    cmd, table, entry, idattr = _NLDEV_RES[kind]
+    idx = ib_dev_index(dev)
+    if idx is None:
+        return []
+    res = []
+    for body in _nl_rdma(cmd, _nla_u32(_NLA_DEV_INDEX, idx), dump=True):
+        a, _ = _nla_parse(body)
+        _, entries = _nla_parse(a.get(table, b''))
+        for t, blob in entries:
+            if t != entry:
+                continue
+            ea, _ = _nla_parse(blob)
+            res.append({
+                'id': struct.unpack('=I', ea[idattr][:4])[0]
+                if idattr in ea else None,
+                'pid': struct.unpack('=I', ea[_NLA_RES_PID][:4])[0]
+                if _NLA_RES_PID in ea else None,
+                'kern': ea[_NLA_RES_KERN_NAME].rstrip(b'\0').decode()
+                if _NLA_RES_KERN_NAME in ea else None})
+    return res

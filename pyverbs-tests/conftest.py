@@ -22,6 +22,10 @@ import bzc_helpers as h  # noqa: E402
 def pytest_configure(config):
     config.addinivalue_line(
         'markers', 'disruptive: deletes/re-creates the device, netdev or module')
+    config.addinivalue_line(
+        'markers', 'keeps_netdev: the test leaves module, netdev, addresses '
+        'and device alone; restore_state only checks them through sysfs '
+        '(no `ip` runs) and restores only if that check fails')
 
 
 @pytest.fixture(scope='session')
@@ -63,12 +67,13 @@ def restore_state(kernel_log, baseline, request):
     Depends on kernel_log so that warnings the restore triggers are still
     charged to the test that broke things."""
     # make sure a previous test did not leave a mess behind (it should not)
-    actions = baseline.restore()
+    quick = request.node.get_closest_marker('keeps_netdev') is not None
+    actions = baseline.restore(quick=quick)
     if actions:
         request.node.add_report_section('setup', 'state restored',
                                         '\n'.join(actions))
     yield
-    actions = baseline.restore()
+    actions = baseline.restore(quick=quick)
     if actions:
         request.node.add_report_section('teardown', 'state restored',
                                         '\n'.join(actions))
