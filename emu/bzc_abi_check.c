@@ -42,3 +42,41 @@ static_assert(offsetof(struct bzc_create_cq_resp, mmap_len) == 8);
 static_assert(offsetof(struct bzc_create_cq_resp, entries) == 12);
 static_assert(sizeof(struct bzc_resize_cq_resp) ==
 	      sizeof(struct bzc_create_cq_resp));
+
+static_assert(sizeof(struct bzc_wq_ring_hdr) == 16);
+static_assert(offsetof(struct bzc_wq_ring_hdr, prod) == 0);
+static_assert(offsetof(struct bzc_wq_ring_hdr, cons) == 4);
+static_assert(offsetof(struct bzc_wq_ring_hdr, error) == 8);
+static_assert(sizeof(struct bzc_wq_ring_hdr) <= BZC_WQ_RING_WQE_OFFSET);
+
+static_assert(sizeof(struct bzc_sge) == 16);
+static_assert(offsetof(struct bzc_sge, length) == 8);
+static_assert(offsetof(struct bzc_sge, lkey) == 12);
+
+static_assert(sizeof(struct bzc_send_wqe) == BZC_SEND_WQE_DATA_OFFSET);
+static_assert(offsetof(struct bzc_send_wqe, opcode) == 8);
+static_assert(offsetof(struct bzc_send_wqe, flags) == 9);
+static_assert(offsetof(struct bzc_send_wqe, num_sge) == 10);
+static_assert(offsetof(struct bzc_send_wqe, imm_data) == 12);
+static_assert(offsetof(struct bzc_send_wqe, rdma.remote_addr) == 16);
+static_assert(offsetof(struct bzc_send_wqe, rdma.rkey) == 24);
+static_assert(offsetof(struct bzc_send_wqe, atomic.compare_add) == 24);
+static_assert(offsetof(struct bzc_send_wqe, atomic.swap) == 32);
+static_assert(offsetof(struct bzc_send_wqe, atomic.rkey) == 40);
+static_assert(offsetof(struct bzc_send_wqe, ud.ah) == 16);
+static_assert(offsetof(struct bzc_send_wqe, ud.remote_qpn) == 20);
+static_assert(offsetof(struct bzc_send_wqe, ud.remote_qkey) == 24);
+static_assert(offsetof(struct bzc_send_wqe, bind.mw_rkey) == 32);
+static_assert(offsetof(struct bzc_send_wqe, inline_len) == 48);
+
+static_assert(sizeof(struct bzc_recv_wqe) == 16);
+static_assert(offsetof(struct bzc_recv_wqe, num_sge) == 8);
+
+static_assert(sizeof(struct bzc_create_qp_resp) == 40);
+static_assert(offsetof(struct bzc_create_qp_resp, rq_mmap_key) == 8);
+static_assert(offsetof(struct bzc_create_qp_resp, sq_mmap_len) == 16);
+static_assert(offsetof(struct bzc_create_qp_resp, sq_entries) == 24);
+static_assert(offsetof(struct bzc_create_qp_resp, sq_wqe_size) == 32);
+static_assert(offsetof(struct bzc_create_qp_resp, rq_wqe_size) == 36);
+
+static_assert(sizeof(struct bzc_create_ah_resp) == 8);
