@@ -201,6 +201,14 @@ static inline struct bzc_mr *to_bmr(struct ib_mr *ibmr)
 	return container_of(ibmr, struct bzc_mr, ibmr);
 }
 
+/* Slot `index` of an SQ or RQ ring: the index is masked, never trusted. */
+static inline void *bzc_wq_slot(struct bzc_ring *ring, u32 index,
+				u32 slot_size)
+{
+	return ring->kaddr + BZC_WQ_RING_WQE_OFFSET +
+	       (size_t)(index & (ring->entries - 1)) * slot_size;
+}
+
 static inline struct bzc_mmap_entry *
 to_bmmap(struct rdma_user_mmap_entry *rdma_entry)
 {

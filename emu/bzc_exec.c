@@ -278,12 +278,6 @@ static void bzc_peer_put(struct bzc_peer *peer)
 	ib_device_put(&peer->bdev->ibdev);
 }
 
-static void *bzc_wq_slot(struct bzc_ring *ring, u32 index, u32 slot_size)
-{
-	return ring->kaddr + BZC_WQ_RING_WQE_OFFSET +
-	       (size_t)(index & (ring->entries - 1)) * slot_size;
-}
-
 /*
  * Take the peer's next receive WQE into `rqe` (the sender's scratch).
  * -EAGAIN: none posted (RNR); -EIO: the peer's ring is corrupt (the peer

@@ -249,9 +249,8 @@ void bzc_rq_flush(struct bzc_qp *qp)
 	if (prod - qp->rq_cons > qp->rq.entries)
 		prod = qp->rq_cons;
 	while (qp->rq_cons != prod) {
-		memcpy(rqe, qp->rq.kaddr + BZC_WQ_RING_WQE_OFFSET +
-		       (size_t)(qp->rq_cons & (qp->rq.entries - 1)) *
-		       qp->rq_wqe_size, sizeof(*rqe));
+		memcpy(rqe, bzc_wq_slot(&qp->rq, qp->rq_cons, qp->rq_wqe_size),
+		       sizeof(*rqe));
 		cqe.wr_id = rqe->wr_id;
 		qp->rq_cons++;
 		smp_store_release(&hdr->cons, cpu_to_le32(qp->rq_cons));
