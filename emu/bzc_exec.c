@@ -21,6 +21,7 @@
 #include <linux/inetdevice.h>
 #include <linux/sched.h>
 #include <net/addrconf.h>
+#include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_umem.h>
 
@@ -639,6 +640,13 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		res->status = IB_WC_LOC_QP_OP_ERR;
 		goto out;
 	}
+	/*
+	 * A datagram longer than the port MTU is not sent, yet the sender
+	 * sees success (IBA C10-93.1.1), as on a real port.
+	 */
+	if (qp->ibqp.qp_type == IB_QPT_UD &&
+	    local->total > ib_mtu_enum_to_int(iboe_get_mtu(READ_ONCE(bdev->ndev->mtu))))
+		goto out;
 	if (!bzc_peer_get(qp, wqe, &peer)) {
 		/* Nobody answers: RC retries in vain, UC and UD drop. */
 		if (qp->ibqp.qp_type == IB_QPT_RC)

@@ -551,6 +551,30 @@ def test_rc_signaled_only_complete(env, rc, rng):
     assert_quiet(a.scq, 'unsignaled WRs', 0.3)
 
 
+def test_rc_sq_sig_all(env, rng):
+    """A QP created with sq_sig_all=1 completes every WR, signaled or
+    not."""
+    a = h.QPEnd(env.ctx, env.pd, e.IBV_QPT_RC, QPCap(max_send_wr=8),
+                sq_sig_all=True, cq_depth=16)
+    b = h.QPEnd(env.ctx, env.pd, e.IBV_QPT_RC, cq_depth=16)
+    try:
+        h.connect_qps(a, b, env.gid_index)
+        src = layout(env.mrs['a'][:1], 32, 1, rng)
+        dst = layout(env.mrs['b'][:1], 32, 1, rng)[0]
+        for i in range(4):
+            wr = send_wr(i, e.IBV_WR_RDMA_WRITE, src,
+                         flags=e.IBV_SEND_SIGNALED if i == 2 else 0)
+            wr.set_wr_rdma(env.mrs['b'][0].rkey, dst.addr)
+            a.qp.post_send(wr)
+        wcs = h.poll_cq(a.scq, 4)
+        assert [w.wr_id for w in wcs] == [0, 1, 2, 3]
+        for w in wcs:
+            check_wc(w, 'sq_sig_all write', w.wr_id, e.IBV_WC_RDMA_WRITE)
+    finally:
+        a.close()
+        b.close()
+
+
 def test_rc_chain_of_64(env, rc, rng):
     """64 receives in one post_recv and 64 WRs (SEND and RDMA WRITE in
     turn) in one post_send: all complete, in order, with their data."""
@@ -699,3 +723,31 @@ def test_ud_wrong_qkey_is_dropped(env, ud, rng):
     check_wc(h.poll_cq(a.scq, 1)[0], 'UD sender', 6)
     check_wc(h.poll_cq(b.rcq, 1)[0], 'UD receiver', 99, e.IBV_WC_RECV,
              h.GRH_BYTES + 32)
+
+
+def test_ud_send_larger_than_mtu_not_delivered(env, ud, rng):
+    """IBA C10-93.1.1: a UD message longer than the port's MTU emits
+    nothing and is not an error: the sender completes successfully, the
+    receiver gets nothing (as rxe does), and the receive stays posted
+    for the next datagram that fits."""
+    a, b = ud.a, ud.b
+    mtu = h.IB_MTU[env.ctx.query_port(h.PORT).active_mtu]
+    dst = layout(env.mrs['b'][:1], h.GRH_BYTES + 4 * mtu, 1, rng)
+    b.qp.post_recv(recv_wr(99, dst))
+    failed = []
+    for size in (mtu + 1, 4 * mtu):
+        src = layout(env.mrs['a'][:1], size, 1, rng)
+        write_pieces(src, rng.randbytes(size))
+        a.qp.post_send(ud.ud(send_wr(size, e.IBV_WR_SEND, src), b))
+        check_wc(h.poll_cq(a.scq, 1)[0], f'UD sender of {size} bytes', size)
+        got = h.drain_cq(b.rcq, 0.2)
+        if got:
+            failed.append(f'{size} bytes > MTU {mtu} delivered: ' +
+                          '; '.join(h.wc_str(w) for w in got))
+            b.qp.post_recv(recv_wr(99, dst))
+    assert not failed, '\n'.join(failed)
+    src = layout(env.mrs['a'][:1], mtu, 1, rng)
+    a.qp.post_send(ud.ud(send_wr(1, e.IBV_WR_SEND, src), b))
+    check_wc(h.poll_cq(a.scq, 1)[0], 'UD sender of MTU bytes', 1)
+    check_wc(h.poll_cq(b.rcq, 1)[0], 'UD receiver', 99, e.IBV_WC_RECV,
+             h.GRH_BYTES + mtu)
