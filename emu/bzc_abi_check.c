@@ -80,3 +80,46 @@ static_assert(offsetof(struct bzc_create_qp_resp, sq_wqe_size) == 32);
 static_assert(offsetof(struct bzc_create_qp_resp, rq_wqe_size) == 36);
 
 static_assert(sizeof(struct bzc_create_ah_resp) == 8);
+
+static_assert(sizeof(struct bzc_bulk_caps) == 40);
+static_assert(offsetof(struct bzc_bulk_caps, max_bulk_len) == 8);
+static_assert(offsetof(struct bzc_bulk_caps, mr_cache_max_bytes) == 16);
+static_assert(offsetof(struct bzc_bulk_caps, max_bulk_sge) == 24);
+static_assert(offsetof(struct bzc_bulk_caps, workers) == 36);
+
+static_assert(sizeof(struct bzc_mr_cache_stats) == 56);
+static_assert(offsetof(struct bzc_mr_cache_stats, hits) == 8);
+static_assert(offsetof(struct bzc_mr_cache_stats, entries) == 48);
+
+static_assert(sizeof(struct bzc_bulk_chan_create_cmd) == 16);
+static_assert(offsetof(struct bzc_bulk_chan_create_cmd, depth) == 8);
+
+static_assert(sizeof(struct bzc_bulk_chan_create_resp) == 32);
+static_assert(offsetof(struct bzc_bulk_chan_create_resp, mmap_key) == 8);
+static_assert(offsetof(struct bzc_bulk_chan_create_resp, mmap_len) == 16);
+static_assert(offsetof(struct bzc_bulk_chan_create_resp, entries) == 20);
+static_assert(offsetof(struct bzc_bulk_chan_create_resp, wqe_size) == 24);
+static_assert(offsetof(struct bzc_bulk_chan_create_resp, chan_num) == 28);
+
+static_assert(sizeof(struct bzc_bulk_sge) == 24);
+static_assert(offsetof(struct bzc_bulk_sge, length) == 8);
+static_assert(offsetof(struct bzc_bulk_sge, lkey) == 16);
+
+static_assert(sizeof(struct bzc_bulk_wqe) == BZC_BULK_WQE_SGE_OFFSET);
+static_assert(offsetof(struct bzc_bulk_wqe, remote_addr) == 8);
+static_assert(offsetof(struct bzc_bulk_wqe, opcode) == 16);
+static_assert(offsetof(struct bzc_bulk_wqe, flags) == 17);
+static_assert(offsetof(struct bzc_bulk_wqe, num_sge) == 18);
+static_assert(offsetof(struct bzc_bulk_wqe, rkey) == 20);
+static_assert(offsetof(struct bzc_bulk_wqe, remote_chan) == 24);
+static_assert(offsetof(struct bzc_bulk_wqe, imm_data) == 28);
+
+static_assert(sizeof(struct bzc_cached_mr_reg_cmd) == 32);
+static_assert(offsetof(struct bzc_cached_mr_reg_cmd, addr) == 8);
+static_assert(offsetof(struct bzc_cached_mr_reg_cmd, length) == 16);
+static_assert(offsetof(struct bzc_cached_mr_reg_cmd, access) == 24);
+
+static_assert(sizeof(struct bzc_cached_mr_reg_resp) == 24);
+static_assert(offsetof(struct bzc_cached_mr_reg_resp, lkey) == 8);
+static_assert(offsetof(struct bzc_cached_mr_reg_resp, rkey) == 12);
+static_assert(offsetof(struct bzc_cached_mr_reg_resp, flags) == 16);

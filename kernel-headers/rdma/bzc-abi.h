@@ -171,4 +171,95 @@ struct bzc_create_ah_resp {
 	__u32 pad;
 };
 
+/*
+ * Bulk transfers (bzc_user_ioctl_cmds.h: BZC_OBJECT_BULK_CHAN, _CACHED_MR).
+ */
+
+/* BZC_METHOD_QUERY_BULK_CAPS */
+struct bzc_bulk_caps {
+	__aligned_u64 comp_mask;	/* none defined yet */
+	__aligned_u64 max_bulk_len;	/* bytes one bulk WQE may move */
+	__aligned_u64 mr_cache_max_bytes; /* pinned bytes a PD's cache keeps */
+	__u32 max_bulk_sge;		/* SGEs in one bulk WQE */
+	__u32 max_chan_depth;		/* WQE slots of a channel ring */
+	__u32 seg_bytes;		/* the unit a worker copies at a time */
+	__u32 workers;			/* workers one WQE is spread over */
+};
+
+/* BZC_METHOD_QUERY_MR_CACHE: the counters of one PD's cache. */
+struct bzc_mr_cache_stats {
+	__aligned_u64 comp_mask;	/* none defined yet */
+	__aligned_u64 hits;		/* lookups served by pinned ranges */
+	__aligned_u64 misses;		/* lookups that pinned pages */
+	__aligned_u64 evictions;	/* ranges unpinned to stay in bounds */
+	__aligned_u64 invalidations;	/* ranges dropped on munmap/mremap/... */
+	__aligned_u64 pinned_bytes;	/* bytes pinned by the cache now */
+	__aligned_u64 entries;		/* ranges in the cache now */
+};
+
+/* BZC_METHOD_BULK_CHAN_CREATE */
+struct bzc_bulk_chan_create_cmd {
+	__aligned_u64 comp_mask;	/* enum bzc_bulk_chan_create_mask */
+	__u32 depth;			/* WQEs that may be outstanding */
+	__u32 pad;
+};
+
+/*
+ * The channel's ring: struct bzc_wq_ring_hdr at 0, then `entries` slots of
+ * `wqe_size` bytes from BZC_WQ_RING_WQE_OFFSET, each a struct bzc_bulk_wqe,
+ * with the producer/consumer rules of a QP's SQ. The doorbell is
+ * BZC_METHOD_BULK_CHAN_DOORBELL.
+ */
+struct bzc_bulk_chan_create_resp {
+	__aligned_u64 comp_mask;	/* none defined yet */
+	__aligned_u64 mmap_key;
+	__u32 mmap_len;
+	__u32 entries;			/* a power of two, >= depth */
+	__u32 wqe_size;			/* bytes per slot */
+	__u32 chan_num;			/* what other channels name it by */
+};
+
+/* One scatter/gather element of a bulk WQE: 64-bit lengths. */
+struct bzc_bulk_sge {
+	__aligned_le64 addr;
+	__aligned_le64 length;
+	__le32 lkey;			/* 0: the PD's MR cache */
+	__le32 pad;
+};
+
+/*
+ * A bulk WQE: this header, then num_sge struct bzc_bulk_sge from
+ * BZC_BULK_WQE_SGE_OFFSET. The far side is one range: remote_addr in the
+ * MR named by rkey (0 with COPY: the PD's MR cache).
+ */
+struct bzc_bulk_wqe {
+	__aligned_le64 wr_id;
+	__aligned_le64 remote_addr;
+	__u8 opcode;			/* enum bzc_bulk_opcode */
+	__u8 flags;			/* enum bzc_bulk_wqe_flags */
+	__le16 num_sge;
+	__le32 rkey;
+	__le32 remote_chan;		/* bzc_bulk_chan_create_resp.chan_num */
+	__le32 imm_data;		/* WRITE_WITH_IMM: host order, as verbs */
+};
+
+#define BZC_BULK_WQE_SGE_OFFSET 32
+
+/* BZC_METHOD_CACHED_MR_REG */
+struct bzc_cached_mr_reg_cmd {
+	__aligned_u64 comp_mask;	/* enum bzc_cached_mr_reg_mask */
+	__aligned_u64 addr;		/* process virtual address */
+	__aligned_u64 length;		/* bytes */
+	__u32 access;			/* enum ib_uverbs_access_flags */
+	__u32 pad;
+};
+
+struct bzc_cached_mr_reg_resp {
+	__aligned_u64 comp_mask;	/* none defined yet */
+	__u32 lkey;
+	__u32 rkey;
+	__u32 flags;			/* enum bzc_cached_mr_reg_flags */
+	__u32 pad;
+};
+
 #endif /* BZC_ABI_USER_H */

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: ((GPL-2.0 WITH Linux-syscall-note) OR Linux-OpenIB) */
 /*
  * bzc uAPI: object, method and attribute ids of the bzc driver namespace on
- * the uverbs ioctl interface.
+ * the uverbs ioctl interface (RDMA_VERBS_IOCTL on the uverbs fd).
  *
  * Ids start at (1U << UVERBS_ID_NS_SHIFT) so they never collide with the
  * core's. Linux 6.1 limits a driver namespace to 12 objects, 8 methods per
  * object and 31 attributes per method. The ioctl header's driver_id must be
  * BZC_RDMA_DRIVER_ID or the core refuses the call with EINVAL.
  *
- * No driver objects exist yet: the standard verbs need none. The bulk
- * channel and the MR cache are added here as they land.
+ * Attribute payloads are the structs of bzc-abi.h named beside each id.
+ * New behaviour comes as new attributes or comp_mask bits; an unknown
+ * comp_mask bit is refused with EOPNOTSUPP.
  */
 #ifndef BZC_USER_IOCTL_CMDS_H
 #define BZC_USER_IOCTL_CMDS_H
@@ -17,5 +18,77 @@
 #include <linux/types.h>
 #include <rdma/ib_user_ioctl_cmds.h>
 #include <rdma/bzc_user_ioctl_verbs.h>
+
+enum bzc_objects {
+	/* No instances: carries the device-wide (global) methods. */
+	BZC_OBJECT_DEVICE = (1U << UVERBS_ID_NS_SHIFT),
+	BZC_OBJECT_BULK_CHAN,
+	BZC_OBJECT_CACHED_MR,
+};
+
+enum bzc_device_methods {
+	BZC_METHOD_QUERY_BULK_CAPS = (1U << UVERBS_ID_NS_SHIFT),
+	BZC_METHOD_QUERY_MR_CACHE,
+};
+
+enum bzc_query_bulk_caps_attrs {
+	/* PTR_OUT struct bzc_bulk_caps */
+	BZC_ATTR_QUERY_BULK_CAPS_RESP = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum bzc_query_mr_cache_attrs {
+	/* IDR UVERBS_OBJECT_PD, read: whose cache */
+	BZC_ATTR_QUERY_MR_CACHE_PD_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* PTR_OUT struct bzc_mr_cache_stats */
+	BZC_ATTR_QUERY_MR_CACHE_RESP,
+};
+
+enum bzc_bulk_chan_methods {
+	BZC_METHOD_BULK_CHAN_CREATE = (1U << UVERBS_ID_NS_SHIFT),
+	BZC_METHOD_BULK_CHAN_DESTROY,
+	/* Execute the WQEs written to the channel's ring since the last one. */
+	BZC_METHOD_BULK_CHAN_DOORBELL,
+};
+
+enum bzc_bulk_chan_create_attrs {
+	BZC_ATTR_BULK_CHAN_CREATE_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* IDR UVERBS_OBJECT_PD: the keys the channel's WQEs may name */
+	BZC_ATTR_BULK_CHAN_CREATE_PD_HANDLE,
+	/* IDR UVERBS_OBJECT_CQ: one completion per bulk WQE */
+	BZC_ATTR_BULK_CHAN_CREATE_CQ_HANDLE,
+	/* IDR UVERBS_OBJECT_CQ, optional: WRITE_WITH_IMM arrivals */
+	BZC_ATTR_BULK_CHAN_CREATE_RECV_CQ_HANDLE,
+	/* PTR_IN struct bzc_bulk_chan_create_cmd */
+	BZC_ATTR_BULK_CHAN_CREATE_CMD,
+	/* PTR_OUT struct bzc_bulk_chan_create_resp */
+	BZC_ATTR_BULK_CHAN_CREATE_RESP,
+};
+
+enum bzc_bulk_chan_destroy_attrs {
+	BZC_ATTR_BULK_CHAN_DESTROY_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum bzc_bulk_chan_doorbell_attrs {
+	BZC_ATTR_BULK_CHAN_DOORBELL_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum bzc_cached_mr_methods {
+	BZC_METHOD_CACHED_MR_REG = (1U << UVERBS_ID_NS_SHIFT),
+	BZC_METHOD_CACHED_MR_RELEASE,
+};
+
+enum bzc_cached_mr_reg_attrs {
+	BZC_ATTR_CACHED_MR_REG_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* IDR UVERBS_OBJECT_PD: whose cache, and the PD of the keys */
+	BZC_ATTR_CACHED_MR_REG_PD_HANDLE,
+	/* PTR_IN struct bzc_cached_mr_reg_cmd */
+	BZC_ATTR_CACHED_MR_REG_CMD,
+	/* PTR_OUT struct bzc_cached_mr_reg_resp */
+	BZC_ATTR_CACHED_MR_REG_RESP,
+};
+
+enum bzc_cached_mr_release_attrs {
+	BZC_ATTR_CACHED_MR_RELEASE_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+};
 
 #endif /* BZC_USER_IOCTL_CMDS_H */

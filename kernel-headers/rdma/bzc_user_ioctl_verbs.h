@@ -35,6 +35,8 @@ enum bzc_alloc_ucontext_resp_mask {
 enum bzc_device_caps {
 	/* Rings are mapped with rdma_user_mmap_entry keys from responses. */
 	BZC_CAP_MMAP_ENTRIES = 1 << 0,
+	/* The BZC_OBJECT_BULK_CHAN and BZC_OBJECT_CACHED_MR objects exist. */
+	BZC_CAP_BULK = 1 << 1,
 };
 
 /* bzc_cq_ring_hdr.arm: what the next completion event waits for. */
@@ -58,6 +60,47 @@ enum bzc_wqe_flags {
 	BZC_WQE_SOLICITED = 1 << 1,
 	BZC_WQE_FENCE = 1 << 2,
 	BZC_WQE_INLINE = 1 << 3,
+};
+
+/* bzc_bulk_wqe.opcode */
+enum bzc_bulk_opcode {
+	/* Local SGL -> (remote_addr, rkey) of the channel remote_chan. */
+	BZC_BULK_OP_WRITE = 0,
+	/* The same, then a completion on remote_chan's receive CQ. */
+	BZC_BULK_OP_WRITE_WITH_IMM = 1,
+	/* (remote_addr, rkey) of the channel remote_chan -> local SGL. */
+	BZC_BULK_OP_READ = 2,
+	/* Local SGL -> (remote_addr, rkey as an lkey of this channel's PD). */
+	BZC_BULK_OP_COPY = 3,
+};
+
+/* bzc_bulk_wqe.flags */
+enum bzc_bulk_wqe_flags {
+	/* Start only once every earlier WQE of the channel has completed. */
+	BZC_BULK_WQE_FENCE = 1 << 0,
+};
+
+/*
+ * The opcode of a bulk COPY completion: IBV_WC_DRIVER1 of libibverbs.
+ * WRITE and WRITE_WITH_IMM complete as IBV_WC_RDMA_WRITE, READ as
+ * IBV_WC_RDMA_READ, arrivals as IBV_WC_RECV_RDMA_WITH_IMM.
+ */
+#define BZC_WC_BULK_COPY 135
+
+/* bzc_bulk_chan_create_cmd.comp_mask */
+enum bzc_bulk_chan_create_mask {
+	BZC_BULK_CHAN_CREATE_MASK_ALL = 0,
+};
+
+/* bzc_cached_mr_reg_cmd.comp_mask */
+enum bzc_cached_mr_reg_mask {
+	BZC_CACHED_MR_REG_MASK_ALL = 0,
+};
+
+/* bzc_cached_mr_reg_resp.flags */
+enum bzc_cached_mr_reg_flags {
+	/* Served from pages the cache already had pinned. */
+	BZC_CACHED_MR_HIT = 1 << 0,
 };
 
 #endif /* BZC_USER_IOCTL_VERBS_H */

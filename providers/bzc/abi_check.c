@@ -158,6 +158,78 @@ BZC_CHECK_OFFSET(bzc_create_ah_resp, pad, 4);
 _Static_assert(_Alignof(struct bzc_create_ah_resp) == 4,
 	       "bzc_create_ah_resp must be 4-byte aligned");
 
+BZC_CHECK_SIZE(bzc_bulk_caps, 40);
+BZC_CHECK_OFFSET(bzc_bulk_caps, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_bulk_caps, max_bulk_len, 8);
+BZC_CHECK_OFFSET(bzc_bulk_caps, mr_cache_max_bytes, 16);
+BZC_CHECK_OFFSET(bzc_bulk_caps, max_bulk_sge, 24);
+BZC_CHECK_OFFSET(bzc_bulk_caps, max_chan_depth, 28);
+BZC_CHECK_OFFSET(bzc_bulk_caps, seg_bytes, 32);
+BZC_CHECK_OFFSET(bzc_bulk_caps, workers, 36);
+BZC_CHECK_ALIGN(bzc_bulk_caps);
+
+BZC_CHECK_SIZE(bzc_mr_cache_stats, 56);
+BZC_CHECK_OFFSET(bzc_mr_cache_stats, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_mr_cache_stats, hits, 8);
+BZC_CHECK_OFFSET(bzc_mr_cache_stats, misses, 16);
+BZC_CHECK_OFFSET(bzc_mr_cache_stats, evictions, 24);
+BZC_CHECK_OFFSET(bzc_mr_cache_stats, invalidations, 32);
+BZC_CHECK_OFFSET(bzc_mr_cache_stats, pinned_bytes, 40);
+BZC_CHECK_OFFSET(bzc_mr_cache_stats, entries, 48);
+BZC_CHECK_ALIGN(bzc_mr_cache_stats);
+
+BZC_CHECK_SIZE(bzc_bulk_chan_create_cmd, 16);
+BZC_CHECK_OFFSET(bzc_bulk_chan_create_cmd, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_bulk_chan_create_cmd, depth, 8);
+BZC_CHECK_OFFSET(bzc_bulk_chan_create_cmd, pad, 12);
+BZC_CHECK_ALIGN(bzc_bulk_chan_create_cmd);
+
+BZC_CHECK_SIZE(bzc_bulk_chan_create_resp, 32);
+BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, mmap_key, 8);
+BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, mmap_len, 16);
+BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, entries, 20);
+BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, wqe_size, 24);
+BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, chan_num, 28);
+BZC_CHECK_ALIGN(bzc_bulk_chan_create_resp);
+
+BZC_CHECK_SIZE(bzc_bulk_sge, 24);
+BZC_CHECK_OFFSET(bzc_bulk_sge, addr, 0);
+BZC_CHECK_OFFSET(bzc_bulk_sge, length, 8);
+BZC_CHECK_OFFSET(bzc_bulk_sge, lkey, 16);
+BZC_CHECK_OFFSET(bzc_bulk_sge, pad, 20);
+BZC_CHECK_ALIGN(bzc_bulk_sge);
+
+BZC_CHECK_SIZE(bzc_bulk_wqe, BZC_BULK_WQE_SGE_OFFSET);
+BZC_CHECK_OFFSET(bzc_bulk_wqe, wr_id, 0);
+BZC_CHECK_OFFSET(bzc_bulk_wqe, remote_addr, 8);
+BZC_CHECK_OFFSET(bzc_bulk_wqe, opcode, 16);
+BZC_CHECK_OFFSET(bzc_bulk_wqe, flags, 17);
+BZC_CHECK_OFFSET(bzc_bulk_wqe, num_sge, 18);
+BZC_CHECK_OFFSET(bzc_bulk_wqe, rkey, 20);
+BZC_CHECK_OFFSET(bzc_bulk_wqe, remote_chan, 24);
+BZC_CHECK_OFFSET(bzc_bulk_wqe, imm_data, 28);
+BZC_CHECK_ALIGN(bzc_bulk_wqe);
+
+BZC_CHECK_SIZE(bzc_cached_mr_reg_cmd, 32);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_cmd, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_cmd, addr, 8);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_cmd, length, 16);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_cmd, access, 24);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_cmd, pad, 28);
+BZC_CHECK_ALIGN(bzc_cached_mr_reg_cmd);
+
+BZC_CHECK_SIZE(bzc_cached_mr_reg_resp, 24);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_resp, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_resp, lkey, 8);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_resp, rkey, 12);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_resp, flags, 16);
+BZC_CHECK_OFFSET(bzc_cached_mr_reg_resp, pad, 20);
+BZC_CHECK_ALIGN(bzc_cached_mr_reg_resp);
+
+_Static_assert(BZC_BULK_WQE_FENCE <= 0xff, "bzc_bulk_wqe.flags is 8 bits");
+_Static_assert(BZC_BULK_OP_COPY <= 0xff, "bzc_bulk_wqe.opcode is 8 bits");
+
 /* The arm values and CQE flags fit their fields. */
 _Static_assert(BZC_CQ_ARM_NONE == 0, "the kernel clears arm to 0");
 _Static_assert(BZC_CQ_ARM_NEXT != BZC_CQ_ARM_SOLICITED, "arm values");
