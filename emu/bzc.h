@@ -17,6 +17,7 @@
 #include <linux/completion.h>
 #include <linux/mutex.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
 #include <rdma/bzc-abi.h>
 
 #define BZC_DRV_NAME "bzc"
@@ -60,8 +61,11 @@ struct bzc_ucontext {
 	struct ib_ucontext ibuc;
 };
 
+struct bzc_mr_cache;
+
 struct bzc_pd {
 	struct ib_pd ibpd;
+	struct bzc_mr_cache *mrc;	/* user PDs: pinned ranges by address */
 };
 
 /* Kernel memory (vmalloc_user) that a process maps through its ucontext. */
@@ -94,9 +98,11 @@ struct bzc_mr {
 	struct ib_mr ibmr;
 	refcount_t refcnt;		/* 1 while registered + data path users */
 	struct completion released;
-	struct ib_umem *umem;
+	struct ib_umem *umem;		/* or, for a cached MR: */
+	struct bzc_mrc_ent *ent;	/* the MR cache range holding the pages */
 	struct page **pages;		/* pinned pages of the region, in order */
 	u64 npages;
+	u32 page_off;			/* of the first byte in pages[0] */
 	u64 iova;
 	u64 length;
 	int access;
@@ -196,6 +202,11 @@ static inline struct bzc_ah *to_bah(struct ib_ah *ibah)
 	return container_of(ibah, struct bzc_ah, ibah);
 }
 
+static inline struct bzc_pd *to_bpd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct bzc_pd, ibpd);
+}
+
 static inline struct bzc_mr *to_bmr(struct ib_mr *ibmr)
 {
 	return container_of(ibmr, struct bzc_mr, ibmr);
@@ -240,6 +251,37 @@ struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key);
 void bzc_mr_put(struct bzc_mr *mr);
+int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr);
+
+/* bzc_mr_cache.c */
+struct bzc_mr_cache_stats;
+extern unsigned int bzc_mr_cache_max_mb;
+int bzc_mrc_create(struct bzc_pd *pd);
+void bzc_mrc_destroy(struct bzc_pd *pd);
+struct bzc_mrc_ent *bzc_mrc_get(struct bzc_pd *pd, u64 addr, u64 len,
+				bool *hit);
+void bzc_mrc_put(struct bzc_mrc_ent *ent);
+bool bzc_mrc_ent_valid(const struct bzc_mrc_ent *ent);
+bool bzc_mrc_owned_by_current(struct bzc_pd *pd);
+struct page **bzc_mrc_ent_pages(const struct bzc_mrc_ent *ent, u64 addr);
+void bzc_mrc_stats(struct bzc_pd *pd, struct bzc_mr_cache_stats *st);
+struct bzc_mr *bzc_cached_mr_create(struct bzc_pd *pd, u64 addr, u64 len,
+				    int access, bool *hit);
+void bzc_cached_mr_destroy(struct bzc_mr *mr);
+
+/* bzc_bulk.c */
+struct bzc_bulk_chan;
+void bzc_bulk_caps(struct bzc_bulk_caps *caps);
+struct bzc_bulk_chan *bzc_bulk_chan_create(struct bzc_pd *pd,
+					   struct bzc_cq *cq,
+					   struct bzc_cq *rcq, u32 depth,
+					   struct ib_udata *udata,
+					   struct bzc_bulk_chan_create_resp *resp);
+void bzc_bulk_chan_destroy(struct bzc_bulk_chan *chan);
+int bzc_bulk_doorbell(struct bzc_bulk_chan *chan);
+
+/* bzc_bulk_uapi.c */
+extern const struct uapi_definition bzc_uapi_defs[];
 
 /* bzc_ah.c */
 int bzc_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,

@@ -152,7 +152,7 @@ static void *bzc_cursor_map(struct bzc_cursor *c, size_t *len)
 		c->pos = 0;
 	}
 	seg = &c->sgl->seg[c->i];
-	byte = ib_umem_offset(seg->mr->umem) + seg->off + c->pos;
+	byte = seg->mr->page_off + seg->off + c->pos;
 	*len = min_t(u64, PAGE_SIZE - offset_in_page(byte), seg->len - c->pos);
 	return kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
 	       offset_in_page(byte);
@@ -517,7 +517,7 @@ static void bzc_exec_atomic(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 
 	/* Aligned 8 bytes never straddle a page. */
 	seg = &remote->seg[0];
-	byte = ib_umem_offset(seg->mr->umem) + seg->off;
+	byte = seg->mr->page_off + seg->off;
 	p = kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
 	    offset_in_page(byte);
 	if (wqe->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)

@@ -60,6 +60,8 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 	/* The SQ and RQ doorbells are the (otherwise unused) post commands. */
 	bdev->ibdev.uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
 				       BIT_ULL(IB_USER_VERBS_CMD_POST_RECV);
+	/* Bulk channels and cached MRs: driver-namespace uverbs objects. */
+	bdev->ibdev.driver_def = bzc_uapi_defs;
 	addrconf_addr_eui48((unsigned char *)&bdev->ibdev.node_guid,
 			    ndev->dev_addr);
 	strscpy(bdev->ibdev.node_desc, "bzc bulk zero-copy device",

@@ -39,7 +39,7 @@ static int bzc_mr_collect_pages(struct bzc_mr *mr)
 	return 0;
 }
 
-static int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr)
+int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr)
 {
 	u32 index;
 	int err;
@@ -84,6 +84,7 @@ struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	if (err)
 		goto err_release;
 
+	mr->page_off = ib_umem_offset(mr->umem);
 	mr->iova = iova;
 	mr->length = length;
 	mr->access = access;
@@ -131,7 +132,10 @@ struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key)
 	/* The data path runs in process context only: no irq-safe locks. */
 	xa_lock(&bdev->mr_xa);
 	mr = xa_load(&bdev->mr_xa, key >> 8);
-	if (mr && (mr->ibmr.lkey != key || !refcount_inc_not_zero(&mr->refcnt)))
+	/* A cached MR dies with its range when the process remaps it. */
+	if (mr && (mr->ibmr.lkey != key ||
+		   (mr->ent && !bzc_mrc_ent_valid(mr->ent)) ||
+		   !refcount_inc_not_zero(&mr->refcnt)))
 		mr = NULL;
 	xa_unlock(&bdev->mr_xa);
 	return mr;

@@ -154,7 +154,7 @@ static int bzc_alloc_ucontext(struct ib_ucontext *ibuc,
 {
 	struct bzc_alloc_ucontext_resp resp = {
 		.comp_mask = BZC_ALLOC_UCTX_RESP_CAPS,
-		.caps = BZC_CAP_MMAP_ENTRIES,
+		.caps = BZC_CAP_MMAP_ENTRIES | BZC_CAP_BULK,
 	};
 	struct bzc_alloc_ucontext_req req = {};
 	int err;
@@ -188,11 +188,13 @@ static void bzc_disassociate_ucontext(struct ib_ucontext *ibuc)
 
 static int bzc_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
-	return 0;
+	/* A process's PD caches pinned ranges of its memory. */
+	return udata ? bzc_mrc_create(to_bpd(ibpd)) : 0;
 }
 
 static int bzc_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
+	bzc_mrc_destroy(to_bpd(ibpd));
 	return 0;
 }
 

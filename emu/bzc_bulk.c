@@ -1,0 +1,686 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: bulk channels, the transfer engine behind bzcdv_post_bulk().
+ *
+ * A channel is a ring of bulk WQEs (struct bzc_bulk_wqe) on a PD, with a CQ
+ * that gets exactly one completion per WQE and an optional receive CQ for
+ * WRITE_WITH_IMM arrivals. The doorbell copies new WQEs out of the ring
+ * into requests; nothing read from the ring is trusted.
+ *
+ * The channel's lanes (work items on bzc_wq, bulk_workers of them) run the
+ * requests in posting order. The first lane to reach a request resolves its
+ * keys, which may pin pages through the PD's MR cache; then every lane takes
+ * bulk_seg_kb segments of it, or of the requests after it, so one long
+ * request is copied by all lanes at once and short ones overlap. Data moves
+ * once, page to page.
+ *
+ * Ordering: completions come in posting order, and the ring slot of a WQE
+ * is free again only once it has completed. A request with
+ * BZC_BULK_WQE_FENCE starts once all earlier ones have completed; others
+ * may overlap the tail of the ones before. A WRITE_WITH_IMM arrival is
+ * reported when the WRITE completes, so after its data and all earlier
+ * requests' data is in place.
+ *
+ * A request that fails completes with its error; the channel goes on.
+ * Destroy flushes what has not started (IB_WC_WR_FLUSH_ERR), stops what
+ * is running between segments, and waits for the lanes.
+ */
+#include <linux/highmem.h>
+#include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+
+#include "bzc.h"
+
+static unsigned int bulk_workers = 2;
+module_param(bulk_workers, uint, 0644);
+MODULE_PARM_DESC(bulk_workers,
+		 "Workers one bulk channel spreads its WQEs over (1-16), at channel creation");
+
+static unsigned int bulk_seg_kb = 1024;
+module_param(bulk_seg_kb, uint, 0644);
+MODULE_PARM_DESC(bulk_seg_kb,
+		 "KiB a worker copies of a bulk WQE at a time (64-65536), at channel creation");
+
+#define BZC_BULK_MAX_WORKERS	16
+#define BZC_BULK_MAX_SGE	16
+#define BZC_BULK_MAX_DEPTH	4096
+#define BZC_BULK_MAX_LEN	(1ULL << 42)	/* 4 TiB */
+/* Slot size: header + the SGEs, rounded to a power of two. */
+#define BZC_BULK_WQE_SIZE	512
+/* The pick result that asks a lane to resolve a request's keys. */
+#define BZC_BULK_PREPARE	U64_MAX
+
+static_assert(BZC_BULK_WQE_SGE_OFFSET +
+	      BZC_BULK_MAX_SGE * sizeof(struct bzc_bulk_sge) <=
+	      BZC_BULK_WQE_SIZE);
+
+/* One side of a transfer: a byte range over pinned pages. */
+struct bzc_span {
+	struct page **pages;
+	u64 first;		/* byte offset of the range from pages[0] */
+	u64 len;
+	struct bzc_mr *mr;	/* what holds the pages: an MR ... */
+	struct bzc_mrc_ent *ent; /* ... or an MR cache range */
+};
+
+enum bzc_bulk_state {
+	BZC_BULK_NEW,		/* read from the ring */
+	BZC_BULK_PREP,		/* a lane resolves its keys */
+	BZC_BULK_READY,		/* segments being copied */
+	BZC_BULK_DONE,		/* waits for the earlier ones to complete */
+};
+
+struct bzc_bulk_req {
+	struct list_head node;
+	enum bzc_bulk_state state;
+	enum ib_wc_status status;
+	__le64 wr_id;
+	u64 remote_addr;
+	u64 len;
+	u32 rkey;
+	u32 remote_chan;
+	__le32 imm;
+	u8 opcode;
+	u8 flags;
+	u16 num_sge;
+	u64 nseg;
+	u64 next_seg;		/* the next segment a lane takes */
+	u64 segs_done;
+	struct bzc_bulk_chan *target;	/* remote_chan, referenced */
+	struct bzc_span far;
+	u32 nlocal;
+	struct bzc_span local[BZC_BULK_MAX_SGE];
+	struct bzc_bulk_sge sge[BZC_BULK_MAX_SGE];	/* as read */
+};
+
+struct bzc_bulk_lane {
+	struct work_struct work;
+	struct bzc_bulk_chan *chan;
+};
+
+struct bzc_bulk_chan {
+	struct bzc_dev *bdev;
+	struct bzc_pd *pd;
+	struct bzc_cq *cq;
+	struct bzc_cq *rcq;		/* may be NULL */
+	u32 num;			/* chan_num, in bzc_chans */
+	refcount_t refcnt;		/* 1 while it exists + requests naming it */
+	struct completion released;
+	struct bzc_ring ring;
+	u64 seg_bytes;
+	struct mutex db_mutex;		/* the doorbell reads the ring */
+	u32 read;			/* next slot to read; under db_mutex */
+	spinlock_t lock;		/* reqs, their states, cons, dead */
+	struct list_head reqs;		/* posting order, not yet completed */
+	u32 cons;			/* completed WQEs, as in the ring */
+	bool dead;
+	wait_queue_head_t idle;
+	u32 nlanes;
+	struct bzc_bulk_lane lanes[];
+};
+
+/* Channels by number, across all bzc devices of this kernel. */
+static DEFINE_XARRAY_ALLOC1(bzc_chans);
+static u32 bzc_chan_next;
+
+static u32 bzc_bulk_workers(void)
+{
+	return clamp_t(u32, READ_ONCE(bulk_workers), 1, BZC_BULK_MAX_WORKERS);
+}
+
+static u64 bzc_bulk_seg_bytes(void)
+{
+	return (u64)clamp_t(u32, READ_ONCE(bulk_seg_kb), 64, SZ_64K) << 10;
+}
+
+void bzc_bulk_caps(struct bzc_bulk_caps *caps)
+{
+	memset(caps, 0, sizeof(*caps));
+	caps->max_bulk_len = BZC_BULK_MAX_LEN;
+	caps->mr_cache_max_bytes = (u64)READ_ONCE(bzc_mr_cache_max_mb) << 20;
+	caps->max_bulk_sge = BZC_BULK_MAX_SGE;
+	caps->max_chan_depth = BZC_BULK_MAX_DEPTH;
+	caps->seg_bytes = bzc_bulk_seg_bytes();
+	caps->workers = bzc_bulk_workers();
+}
+
+static struct bzc_bulk_chan *bzc_chan_get(u32 num)
+{
+	struct bzc_bulk_chan *chan;
+
+	xa_lock(&bzc_chans);
+	chan = xa_load(&bzc_chans, num);
+	if (chan && !refcount_inc_not_zero(&chan->refcnt))
+		chan = NULL;
+	xa_unlock(&bzc_chans);
+	return chan;
+}
+
+static void bzc_chan_put(struct bzc_bulk_chan *chan)
+{
+	if (refcount_dec_and_test(&chan->refcnt))
+		complete(&chan->released);
+}
+
+/*
+ * Resolve (key, addr, len) in `pd` with `access`: key 0 is the PD's MR
+ * cache (may pin, so may sleep). Only non-empty ranges come here.
+ */
+static bool bzc_span_get(struct bzc_dev *bdev, struct bzc_pd *pd, u32 key,
+			 u64 addr, u64 len, int access, struct bzc_span *sp)
+{
+	struct bzc_mr *mr;
+
+	sp->len = len;
+	sp->mr = NULL;
+	sp->ent = NULL;
+	if (!key) {
+		struct bzc_mrc_ent *ent;
+		bool hit;
+
+		ent = bzc_mrc_get(pd, addr, len, &hit);
+		if (IS_ERR(ent))
+			return false;
+		sp->ent = ent;
+		sp->pages = bzc_mrc_ent_pages(ent, addr);
+		sp->first = offset_in_page(addr);
+		return true;
+	}
+	mr = bzc_mr_get(bdev, key);
+	if (!mr)
+		return false;
+	if (mr->ibmr.pd != &pd->ibpd || (mr->access & access) != access ||
+	    addr < mr->iova || len > mr->length ||
+	    addr - mr->iova > mr->length - len) {
+		bzc_mr_put(mr);
+		return false;
+	}
+	sp->mr = mr;
+	sp->pages = mr->pages;
+	sp->first = mr->page_off + (addr - mr->iova);
+	return true;
+}
+
+static void bzc_span_put(struct bzc_span *sp)
+{
+	if (sp->mr)
+		bzc_mr_put(sp->mr);
+	if (sp->ent)
+		bzc_mrc_put(sp->ent);
+	sp->mr = NULL;
+	sp->ent = NULL;
+}
+
+/* Resolve a request's keys and its target; the status it fails with. */
+static enum ib_wc_status bzc_bulk_prepare(struct bzc_bulk_chan *chan,
+					  struct bzc_bulk_req *req)
+{
+	int local_access = 0, far_access;
+	u64 len = 0;
+	u32 i;
+
+	if (req->status != IB_WC_SUCCESS)
+		return req->status;
+	if (req->flags & ~BZC_BULK_WQE_FENCE)
+		return IB_WC_LOC_QP_OP_ERR;
+	switch (req->opcode) {
+	case BZC_BULK_OP_WRITE:
+	case BZC_BULK_OP_WRITE_WITH_IMM:
+		far_access = IB_ACCESS_REMOTE_WRITE;
+		break;
+	case BZC_BULK_OP_READ:
+		far_access = IB_ACCESS_REMOTE_READ;
+		local_access = IB_ACCESS_LOCAL_WRITE;
+		break;
+	case BZC_BULK_OP_COPY:
+		far_access = IB_ACCESS_LOCAL_WRITE;
+		break;
+	default:
+		return IB_WC_LOC_QP_OP_ERR;
+	}
+
+	for (i = 0; i < req->num_sge; i++) {
+		u64 l = le64_to_cpu(req->sge[i].length);
+
+		if (l > BZC_BULK_MAX_LEN || len + l > BZC_BULK_MAX_LEN)
+			return IB_WC_LOC_LEN_ERR;
+		len += l;
+	}
+	req->len = len;
+
+	for (i = 0; i < req->num_sge; i++) {
+		const struct bzc_bulk_sge *sge = &req->sge[i];
+
+		if (!sge->length)
+			continue;
+		if (!bzc_span_get(chan->bdev, chan->pd, le32_to_cpu(sge->lkey),
+				  le64_to_cpu(sge->addr),
+				  le64_to_cpu(sge->length), local_access,
+				  &req->local[req->nlocal]))
+			return IB_WC_LOC_PROT_ERR;
+		req->nlocal++;
+	}
+
+	if (req->opcode == BZC_BULK_OP_COPY) {
+		if (len && !bzc_span_get(chan->bdev, chan->pd, req->rkey,
+					 req->remote_addr, len, far_access,
+					 &req->far))
+			return IB_WC_LOC_PROT_ERR;
+	} else {
+		req->target = bzc_chan_get(req->remote_chan);
+		if (!req->target)
+			return IB_WC_REM_INV_REQ_ERR;
+		if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM &&
+		    !req->target->rcq)
+			return IB_WC_REM_INV_REQ_ERR;
+		/* No MR cache on the far side: it is another process's. */
+		if (len && (!req->rkey ||
+			    !bzc_span_get(req->target->bdev, req->target->pd,
+					  req->rkey, req->remote_addr, len,
+					  far_access, &req->far)))
+			return IB_WC_REM_ACCESS_ERR;
+	}
+	req->nseg = DIV_ROUND_UP_ULL(len, chan->seg_bytes);
+	return IB_WC_SUCCESS;
+}
+
+/* Copy segment `seg` of a request: the one copy, page by page. */
+static void bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
+			      struct bzc_bulk_req *req, u64 seg)
+{
+	bool to_far = req->opcode != BZC_BULK_OP_READ;
+	u64 foff = seg * chan->seg_bytes, loff = foff;
+	u64 left = min(chan->seg_bytes, req->len - foff);
+	unsigned int pages = 0;
+	u32 i = 0;
+
+	/* Only non-empty local spans exist, and they cover req->len. */
+	while (loff >= req->local[i].len)
+		loff -= req->local[i++].len;
+
+	while (left) {
+		struct bzc_span *l = &req->local[i];
+		u64 lb = l->first + loff, fb = req->far.first + foff;
+		u64 n = min3(PAGE_SIZE - offset_in_page(lb),
+			     PAGE_SIZE - offset_in_page(fb), left);
+		void *lp, *fp;
+
+		n = min(n, l->len - loff);
+		lp = kmap_local_page(l->pages[lb >> PAGE_SHIFT]);
+		fp = kmap_local_page(req->far.pages[fb >> PAGE_SHIFT]);
+		if (to_far)
+			memcpy(fp + offset_in_page(fb), lp + offset_in_page(lb), n);
+		else
+			memcpy(lp + offset_in_page(lb), fp + offset_in_page(fb), n);
+		kunmap_local(fp);
+		kunmap_local(lp);
+
+		left -= n;
+		foff += n;
+		loff += n;
+		if (loff == l->len && left) {
+			i++;
+			loff = 0;
+		}
+		if (!(++pages % 64))
+			cond_resched();
+	}
+}
+
+static u8 bzc_bulk_wc_opcode(u8 opcode)
+{
+	switch (opcode) {
+	case BZC_BULK_OP_READ:
+		return IB_WC_RDMA_READ;
+	case BZC_BULK_OP_COPY:
+		return BZC_WC_BULK_COPY;
+	default:
+		return IB_WC_RDMA_WRITE;
+	}
+}
+
+/*
+ * Complete the finished requests at the head, in posting order, and move
+ * them to `done` to be freed outside the lock. Under chan->lock.
+ */
+static void bzc_bulk_complete(struct bzc_bulk_chan *chan,
+			      struct list_head *done)
+{
+	struct bzc_wq_ring_hdr *hdr = chan->ring.kaddr;
+	struct bzc_bulk_req *req, *tmp;
+	bool any = false;
+
+	list_for_each_entry_safe(req, tmp, &chan->reqs, node) {
+		u32 byte_len = min_t(u64, req->len, U32_MAX);
+		struct bzc_cqe cqe = {
+			.wr_id = req->wr_id,
+			.status = req->status,
+			.opcode = bzc_bulk_wc_opcode(req->opcode),
+			.qp_num = cpu_to_le32(chan->num),
+		};
+
+		if (req->state != BZC_BULK_DONE)
+			break;
+		if (req->status == IB_WC_SUCCESS)
+			cqe.byte_len = cpu_to_le32(byte_len);
+		bzc_cq_post(chan->cq, &cqe, false);
+
+		if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM &&
+		    req->status == IB_WC_SUCCESS) {
+			struct bzc_cqe arrival = {
+				.wr_id = req->wr_id,
+				.byte_len = cpu_to_le32(byte_len),
+				.imm_data = req->imm,
+				.qp_num = cpu_to_le32(req->target->num),
+				.src_qp = cpu_to_le32(chan->num),
+				.status = IB_WC_SUCCESS,
+				.opcode = IB_WC_RECV_RDMA_WITH_IMM,
+				.wc_flags = BZC_CQE_WITH_IMM,
+			};
+
+			bzc_cq_post(req->target->rcq, &arrival, false);
+		}
+		list_move_tail(&req->node, done);
+		chan->cons++;
+		any = true;
+	}
+	/* The slots are free once the process sees cons: after the CQEs. */
+	if (any)
+		smp_store_release(&hdr->cons, cpu_to_le32(chan->cons));
+}
+
+/* Release what completed requests hold; may sleep (MR cache unpins). */
+static void bzc_bulk_free(struct bzc_bulk_chan *chan, struct list_head *done)
+{
+	struct bzc_bulk_req *req, *tmp;
+	u32 i;
+
+	if (list_empty(done))
+		return;
+	list_for_each_entry_safe(req, tmp, done, node) {
+		for (i = 0; i < req->nlocal; i++)
+			bzc_span_put(&req->local[i]);
+		bzc_span_put(&req->far);
+		if (req->target)
+			bzc_chan_put(req->target);
+		kfree(req);
+	}
+	wake_up(&chan->idle);
+}
+
+/*
+ * The next thing for a lane to do, in posting order: resolve a new request
+ * (*seg = BZC_BULK_PREPARE) or copy a segment of a ready one. NULL: nothing
+ * now. Under chan->lock.
+ */
+static struct bzc_bulk_req *bzc_bulk_pick(struct bzc_bulk_chan *chan, u64 *seg)
+{
+	struct bzc_bulk_req *req;
+	bool earlier = false;	/* an earlier request has not finished */
+
+	list_for_each_entry(req, &chan->reqs, node) {
+		if (req->state == BZC_BULK_DONE)
+			continue;
+		if ((req->flags & BZC_BULK_WQE_FENCE) && earlier)
+			return NULL;
+		earlier = true;
+		if (req->state == BZC_BULK_NEW) {
+			req->state = BZC_BULK_PREP;
+			*seg = BZC_BULK_PREPARE;
+			return req;
+		}
+		if (req->state != BZC_BULK_READY || req->next_seg == req->nseg)
+			continue;
+		if (chan->dead) {
+			/* Destroyed: the segments not started are dropped. */
+			req->status = IB_WC_WR_FLUSH_ERR;
+			req->segs_done += req->nseg - req->next_seg;
+			req->next_seg = req->nseg;
+			if (req->segs_done == req->nseg)
+				req->state = BZC_BULK_DONE;
+			continue;
+		}
+		*seg = req->next_seg++;
+		return req;
+	}
+	return NULL;
+}
+
+static void bzc_bulk_kick(struct bzc_bulk_chan *chan, u32 lanes)
+{
+	u32 i;
+
+	for (i = 0; i < min(lanes, chan->nlanes); i++)
+		queue_work(bzc_wq, &chan->lanes[i].work);
+}
+
+static void bzc_bulk_lane_work(struct work_struct *work)
+{
+	struct bzc_bulk_chan *chan =
+		container_of(work, struct bzc_bulk_lane, work)->chan;
+	struct bzc_bulk_req *req;
+	enum ib_wc_status status;
+	LIST_HEAD(done);
+	u64 seg;
+
+	for (;;) {
+		spin_lock(&chan->lock);
+		bzc_bulk_complete(chan, &done);
+		req = bzc_bulk_pick(chan, &seg);
+		spin_unlock(&chan->lock);
+		bzc_bulk_free(chan, &done);
+		if (!req)
+			return;
+
+		if (seg == BZC_BULK_PREPARE) {
+			status = bzc_bulk_prepare(chan, req);
+			spin_lock(&chan->lock);
+			req->status = status;
+			if (status == IB_WC_SUCCESS && chan->dead)
+				req->status = IB_WC_WR_FLUSH_ERR;
+			if (req->status != IB_WC_SUCCESS || !req->nseg)
+				req->state = BZC_BULK_DONE;
+			else
+				req->state = BZC_BULK_READY;
+			spin_unlock(&chan->lock);
+			/* Call in the other lanes for a request worth sharing. */
+			if (req->nseg > 1)
+				bzc_bulk_kick(chan, req->nseg);
+			continue;
+		}
+
+		bzc_bulk_copy_seg(chan, req, seg);
+		spin_lock(&chan->lock);
+		if (++req->segs_done == req->nseg)
+			req->state = BZC_BULK_DONE;
+		spin_unlock(&chan->lock);
+	}
+}
+
+/* Copy one WQE out of the ring into a new request. */
+static struct bzc_bulk_req *bzc_bulk_read_wqe(const void *slot)
+{
+	const struct bzc_bulk_wqe *wqe = slot;
+	struct bzc_bulk_req *req;
+
+	req = kzalloc(sizeof(*req), GFP_KERNEL);
+	if (!req)
+		return NULL;
+	req->wr_id = READ_ONCE(wqe->wr_id);
+	req->remote_addr = le64_to_cpu(READ_ONCE(wqe->remote_addr));
+	req->opcode = READ_ONCE(wqe->opcode);
+	req->flags = READ_ONCE(wqe->flags);
+	req->num_sge = le16_to_cpu(READ_ONCE(wqe->num_sge));
+	req->rkey = le32_to_cpu(READ_ONCE(wqe->rkey));
+	req->remote_chan = le32_to_cpu(READ_ONCE(wqe->remote_chan));
+	req->imm = READ_ONCE(wqe->imm_data);
+	/* Checked once, here: the copy is what runs. */
+	if (req->num_sge > BZC_BULK_MAX_SGE) {
+		req->status = IB_WC_LOC_LEN_ERR;
+		req->num_sge = 0;
+	}
+	memcpy(req->sge, slot + BZC_BULK_WQE_SGE_OFFSET,
+	       req->num_sge * sizeof(struct bzc_bulk_sge));
+	return req;
+}
+
+/*
+ * BZC_METHOD_BULK_CHAN_DOORBELL: queue the WQEs posted since the last one.
+ * -EPERM from another process than the PD's (a forked child), -EINVAL for
+ * a producer index the ring cannot hold.
+ */
+int bzc_bulk_doorbell(struct bzc_bulk_chan *chan)
+{
+	struct bzc_wq_ring_hdr *hdr = chan->ring.kaddr;
+	u32 prod, cons, mask = chan->ring.entries - 1;
+	struct bzc_bulk_req *req;
+	LIST_HEAD(new);
+	int err = 0;
+
+	if (!bzc_mrc_owned_by_current(chan->pd))
+		return -EPERM;
+
+	mutex_lock(&chan->db_mutex);
+	/* Pairs with the process's release of prod after its WQEs. */
+	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
+	cons = READ_ONCE(chan->cons);
+	/* Unsigned: also catches prod behind what was read or completed. */
+	if (prod - cons > chan->ring.entries || prod - chan->read > prod - cons) {
+		ibdev_info_ratelimited(&chan->bdev->ibdev,
+				       "bulk channel %u: producer index %u beyond the ring (%u completed, %u entries)\n",
+				       chan->num, prod, cons,
+				       chan->ring.entries);
+		err = -EINVAL;
+		goto out;
+	}
+	while (chan->read != prod) {
+		req = bzc_bulk_read_wqe(bzc_wq_slot(&chan->ring,
+						    chan->read & mask,
+						    BZC_BULK_WQE_SIZE));
+		if (!req) {
+			err = -ENOMEM;	/* the rest waits for the next doorbell */
+			break;
+		}
+		list_add_tail(&req->node, &new);
+		chan->read++;
+	}
+	spin_lock(&chan->lock);
+	if (chan->dead)
+		err = -EIO;
+	list_splice_tail(&new, &chan->reqs);
+	spin_unlock(&chan->lock);
+out:
+	mutex_unlock(&chan->db_mutex);
+	bzc_bulk_kick(chan, 1);
+	return err;
+}
+
+struct bzc_bulk_chan *bzc_bulk_chan_create(struct bzc_pd *pd,
+					   struct bzc_cq *cq,
+					   struct bzc_cq *rcq, u32 depth,
+					   struct ib_udata *udata,
+					   struct bzc_bulk_chan_create_resp *resp)
+{
+	struct bzc_bulk_chan *chan;
+	u32 i, nlanes = bzc_bulk_workers();
+	int err;
+
+	if (!depth || depth > BZC_BULK_MAX_DEPTH)
+		return ERR_PTR(-EINVAL);
+
+	chan = kzalloc(struct_size(chan, lanes, nlanes), GFP_KERNEL);
+	if (!chan)
+		return ERR_PTR(-ENOMEM);
+	chan->bdev = to_bdev(pd->ibpd.device);
+	chan->pd = pd;
+	chan->cq = cq;
+	chan->rcq = rcq;
+	chan->seg_bytes = bzc_bulk_seg_bytes();
+	refcount_set(&chan->refcnt, 1);
+	init_completion(&chan->released);
+	mutex_init(&chan->db_mutex);
+	spin_lock_init(&chan->lock);
+	INIT_LIST_HEAD(&chan->reqs);
+	init_waitqueue_head(&chan->idle);
+	chan->nlanes = nlanes;
+	for (i = 0; i < nlanes; i++) {
+		chan->lanes[i].chan = chan;
+		INIT_WORK(&chan->lanes[i].work, bzc_bulk_lane_work);
+	}
+
+	err = bzc_ring_alloc(&chan->ring, udata, BZC_WQ_RING_WQE_OFFSET,
+			     BZC_BULK_WQE_SIZE, roundup_pow_of_two(depth));
+	if (err)
+		goto err_free;
+	err = xa_alloc_cyclic(&bzc_chans, &chan->num, chan,
+			      XA_LIMIT(1, INT_MAX), &bzc_chan_next, GFP_KERNEL);
+	if (err < 0)
+		goto err_ring;
+
+	atomic_inc(&pd->ibpd.usecnt);
+	atomic_inc(&cq->ibcq.usecnt);
+	if (rcq)
+		atomic_inc(&rcq->ibcq.usecnt);
+
+	resp->mmap_key = chan->ring.mmap_key;
+	resp->mmap_len = chan->ring.mmap_len;
+	resp->entries = chan->ring.entries;
+	resp->wqe_size = BZC_BULK_WQE_SIZE;
+	resp->chan_num = chan->num;
+	return chan;
+
+err_ring:
+	bzc_ring_free(&chan->ring);
+err_free:
+	kfree(chan);
+	return ERR_PTR(err);
+}
+
+static bool bzc_bulk_idle(struct bzc_bulk_chan *chan)
+{
+	bool idle;
+
+	spin_lock(&chan->lock);
+	idle = list_empty(&chan->reqs);
+	spin_unlock(&chan->lock);
+	return idle;
+}
+
+void bzc_bulk_chan_destroy(struct bzc_bulk_chan *chan)
+{
+	struct bzc_bulk_req *req;
+	u32 i;
+
+	/* No new request can name it. */
+	xa_erase(&bzc_chans, chan->num);
+
+	mutex_lock(&chan->db_mutex);
+	spin_lock(&chan->lock);
+	chan->dead = true;
+	list_for_each_entry(req, &chan->reqs, node) {
+		if (req->state == BZC_BULK_NEW) {
+			req->state = BZC_BULK_DONE;
+			req->status = IB_WC_WR_FLUSH_ERR;
+		}
+	}
+	spin_unlock(&chan->lock);
+	mutex_unlock(&chan->db_mutex);
+
+	/* The lanes complete the flushed ones and stop the running ones. */
+	bzc_bulk_kick(chan, chan->nlanes);
+	wait_event(chan->idle, bzc_bulk_idle(chan));
+	for (i = 0; i < chan->nlanes; i++)
+		cancel_work_sync(&chan->lanes[i].work);
+
+	/* Other channels' requests into this one finish first. */
+	bzc_chan_put(chan);
+	wait_for_completion(&chan->released);
+
+	if (chan->rcq)
+		atomic_dec(&chan->rcq->ibcq.usecnt);
+	atomic_dec(&chan->cq->ibcq.usecnt);
+	atomic_dec(&chan->pd->ibpd.usecnt);
+	bzc_ring_free(&chan->ring);
+	kfree(chan);
+}
