@@ -385,9 +385,10 @@ static void bzc_bulk_complete(struct bzc_bulk_chan *chan,
 		chan->cons++;
 		any = true;
 	}
+	if (!any)
+		return;
 	/* The slots are free once the process sees cons: after the CQEs. */
-	if (any)
-		smp_store_release(&hdr->cons, cpu_to_le32(chan->cons));
+	smp_store_release(&hdr->cons, cpu_to_le32(chan->cons));
 }
 
 /* Release what completed requests hold; may sleep (MR cache unpins). */
