@@ -164,12 +164,9 @@ static void bzc_cursor_unmap(struct bzc_cursor *c, void *addr)
 		kunmap_local(addr);
 }
 
-/*
- * Copy `len` bytes (both sides hold at least that much): the one copy of
- * the device, page by page. `may_sleep` lets long copies reschedule.
- */
-static void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
-		     bool may_sleep)
+/* Copy `len` bytes (both sides hold at least that much), page by page. */
+static void bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
+			   u64 len, bool may_sleep)
 {
 	while (len) {
 		size_t dlen, slen, n;
@@ -187,6 +184,69 @@ static void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
 		if (may_sleep)
 			cond_resched();
 	}
+}
+
+static void bzc_cursor_skip(struct bzc_cursor *c, u64 n)
+{
+	if (c->sgl->kbuf) {
+		c->pos += n;
+		return;
+	}
+	while (n > c->sgl->seg[c->i].len - c->pos) {
+		n -= c->sgl->seg[c->i].len - c->pos;
+		c->i++;
+		c->pos = 0;
+	}
+	c->pos += n;
+}
+
+/* Copies in a worker at least this long are shared with a second worker. */
+#define BZC_SPLIT_BYTES SZ_256K
+
+struct bzc_copy_half {
+	struct work_struct work;
+	struct bzc_cursor dst, src;
+	u64 len;
+	struct completion done;
+};
+
+static void bzc_copy_half_work(struct work_struct *work)
+{
+	struct bzc_copy_half *h = container_of(work, struct bzc_copy_half, work);
+
+	bzc_copy_pages(&h->dst, &h->src, h->len, true);
+	complete(&h->done);
+}
+
+/*
+ * The one copy of the device. `may_sleep` lets long copies reschedule and
+ * hand their second half to another worker on bzc_wq (one copy thread runs
+ * at about half the memory bandwidth of two).
+ */
+static void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
+		     bool may_sleep)
+{
+	struct bzc_copy_half h;
+	u64 first;
+
+	if (!may_sleep || len < BZC_SPLIT_BYTES) {
+		bzc_copy_pages(dst, src, len, may_sleep);
+		return;
+	}
+	first = round_down(len / 2, PAGE_SIZE);
+	h.dst = *dst;
+	h.src = *src;
+	bzc_cursor_skip(&h.dst, first);
+	bzc_cursor_skip(&h.src, first);
+	h.len = len - first;
+	init_completion(&h.done);
+	INIT_WORK_ONSTACK(&h.work, bzc_copy_half_work);
+	queue_work(bzc_wq, &h.work);
+	bzc_copy_pages(dst, src, first, true);
+	wait_for_completion(&h.done);
+	destroy_work_on_stack(&h.work);
+	*dst = h.dst;
+	*src = h.src;
 }
 
 /* The bzc device whose netdev owns the IP address in `gid`, referenced. */
