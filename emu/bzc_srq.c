@@ -150,6 +150,7 @@ int bzc_srq_take(struct bzc_srq *srq, struct bzc_recv_wqe *rqe)
 		err = -EIO;
 		goto out;
 	}
+	/* Acquire: the WQEs before prod are written (pairs with the post). */
 	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
 	if (prod == srq->cons) {
 		err = -EAGAIN;
@@ -167,6 +168,7 @@ int bzc_srq_take(struct bzc_srq *srq, struct bzc_recv_wqe *rqe)
 	}
 	memcpy(rqe + 1, slot + 1, rqe->num_sge * sizeof(struct bzc_sge));
 	srq->cons++;
+	/* Release: the slot is copied out before the process may reuse it. */
 	smp_store_release(&hdr->cons, cpu_to_le32(srq->cons));
 	/* Fewer WQEs left than the armed limit: one event, then disarmed. */
 	if (srq->limit && prod - srq->cons < srq->limit) {
