@@ -54,6 +54,7 @@ struct bzc_dev {
 	u32 qp_next;
 	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
 	u32 ah_next;
+	atomic_t srq_count;		/* at most attr.max_srq */
 };
 
 struct bzc_ucontext {

@@ -49,6 +49,11 @@ int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	    init->attr.max_sge > bdev->attr.max_srq_sge)
 		return -EINVAL;
 
+	if (atomic_inc_return(&bdev->srq_count) > bdev->attr.max_srq) {
+		err = -ENOMEM;
+		goto err_count;
+	}
+
 	entries = roundup_pow_of_two(init->attr.max_wr);
 	slot = roundup_pow_of_two(BZC_RECV_WQE_HDR +
 				  max_t(u32, init->attr.max_sge *
@@ -58,7 +63,7 @@ int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	err = bzc_ring_alloc(&srq->ring, udata, BZC_WQ_RING_WQE_OFFSET, slot,
 			     entries);
 	if (err)
-		return err;
+		goto err_count;
 	srq->cons = 0;
 	srq->limit = 0;
 	srq->broken = false;
@@ -75,11 +80,15 @@ int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	resp.entries = entries;
 	resp.wqe_size = slot;
 	err = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-	if (err) {
-		bzc_ring_free(&srq->ring);
-		return err;
-	}
+	if (err)
+		goto err_ring;
 	return 0;
+
+err_ring:
+	bzc_ring_free(&srq->ring);
+err_count:
+	atomic_dec(&bdev->srq_count);
+	return err;
 }
 
 int bzc_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
@@ -128,6 +137,7 @@ int bzc_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 int bzc_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
 	bzc_ring_free(&to_bsrq(ibsrq)->ring);
+	atomic_dec(&to_bdev(ibsrq->device)->srq_count);
 	return 0;
 }
 
