@@ -294,9 +294,9 @@ static void bzc_qp_enter_error(struct bzc_qp *qp)
 	 */
 	mod_delayed_work(bzc_wq, &qp->sq_work, 0);
 	/*
-	 * On an SRQ: receives are taken whole under the SRQ's lock and none
-	 * is taken in ERR, so the last one this QP will see is already
-	 * behind it (IBA 11.6.3, Last WQE Reached).
+	 * On an SRQ, the owner learns that the QP takes no more WQEs from it
+	 * (Last WQE Reached): a QP in ERR takes none, and nothing of the
+	 * SRQ is flushed.
 	 */
 	if (qp->ibqp.srq)
 		bzc_qp_event(qp, IB_EVENT_QP_LAST_WQE_REACHED);
