@@ -55,6 +55,7 @@ struct bzc_dev {
 	u32 qp_next;
 	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
 	u32 ah_next;
+	atomic_t srq_count;		/* at most attr.max_srq */
 };
 
 struct bzc_ucontext {
@@ -177,6 +178,21 @@ struct bzc_qp {
 	void *rq_wqe;			/* private copy of the RQE being taken */
 };
 
+/*
+ * A shared receive queue: a mapped ring like an RQ, from which every QP
+ * created on it takes receives, under `lock`.
+ */
+struct bzc_srq {
+	struct ib_srq ibsrq;
+	spinlock_t lock;		/* consumers and modify_srq */
+	struct bzc_ring ring;
+	u32 cons;			/* the kernel's copy */
+	u32 wqe_size;
+	u32 max_sge;
+	u32 limit;			/* armed srq_limit; 0: not armed */
+	bool broken;			/* the ring was found corrupt */
+};
+
 static inline struct bzc_dev *to_bdev(struct ib_device *ibdev)
 {
 	return container_of(ibdev, struct bzc_dev, ibdev);
@@ -195,6 +211,11 @@ static inline struct bzc_cq *to_bcq(struct ib_cq *ibcq)
 static inline struct bzc_qp *to_bqp(struct ib_qp *ibqp)
 {
 	return container_of(ibqp, struct bzc_qp, ibqp);
+}
+
+static inline struct bzc_srq *to_bsrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct bzc_srq, ibsrq);
 }
 
 static inline struct bzc_ah *to_bah(struct ib_ah *ibah)
@@ -309,6 +330,15 @@ struct bzc_qp *bzc_qp_get(struct bzc_dev *bdev, u32 qpn);
 void bzc_qp_put(struct bzc_qp *qp);
 void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event);
 void bzc_rq_flush(struct bzc_qp *qp);
+
+/* bzc_srq.c */
+int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+		   struct ib_udata *udata);
+int bzc_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		   enum ib_srq_attr_mask mask, struct ib_udata *udata);
+int bzc_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int bzc_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int bzc_srq_take(struct bzc_srq *srq, struct bzc_recv_wqe *rqe);
 
 /* bzc_exec.c: the data path */
 extern struct workqueue_struct *bzc_wq;

@@ -79,6 +79,13 @@ static_assert(offsetof(struct bzc_create_qp_resp, sq_entries) == 24);
 static_assert(offsetof(struct bzc_create_qp_resp, sq_wqe_size) == 32);
 static_assert(offsetof(struct bzc_create_qp_resp, rq_wqe_size) == 36);
 
+static_assert(sizeof(struct bzc_create_srq_resp) == 24);
+static_assert(offsetof(struct bzc_create_srq_resp, mmap_key) == 0);
+static_assert(offsetof(struct bzc_create_srq_resp, mmap_len) == 8);
+static_assert(offsetof(struct bzc_create_srq_resp, entries) == 12);
+static_assert(offsetof(struct bzc_create_srq_resp, wqe_size) == 16);
+static_assert(offsetof(struct bzc_create_srq_resp, pad) == 20);
+
 static_assert(sizeof(struct bzc_create_ah_resp) == 8);
 
 static_assert(sizeof(struct bzc_bulk_caps) == 40);

@@ -340,9 +340,9 @@ static void bzc_peer_put(struct bzc_peer *peer)
 }
 
 /*
- * Take the peer's next receive WQE into `rqe` (the sender's scratch).
- * -EAGAIN: none posted (RNR); -EIO: the peer's ring is corrupt (the peer
- * QP has been put in error).
+ * Take the peer's next receive WQE into `rqe` (the sender's scratch), from
+ * its RQ or its SRQ. -EAGAIN: none posted (RNR); -EIO: the peer's ring is
+ * corrupt (the peer QP has been put in error).
  */
 static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 {
@@ -350,6 +350,15 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 	const struct bzc_recv_wqe *slot;
 	int err = 0;
 	u32 prod;
+
+	if (tqp->ibqp.srq) {
+		if (!bzc_qp_receives(READ_ONCE(tqp->state)))
+			return -EAGAIN;
+		err = bzc_srq_take(to_bsrq(tqp->ibqp.srq), rqe);
+		if (err == -EIO)
+			bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
+		return err;
+	}
 
 	spin_lock(&tqp->rq_lock);
 	if (!bzc_qp_receives(READ_ONCE(tqp->state))) {
@@ -452,7 +461,9 @@ static void bzc_exec_send(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		return;
 	}
 
-	if (!bzc_sgl_from_sges(dst, peer->bdev, tqp->ibqp.pd,
+	/* An SRQ's receive buffers are in the SRQ's PD. */
+	if (!bzc_sgl_from_sges(dst, peer->bdev, tqp->ibqp.srq ?
+			       tqp->ibqp.srq->pd : tqp->ibqp.pd,
 			       (const struct bzc_sge *)(rqe + 1), rqe->num_sge,
 			       IB_ACCESS_LOCAL_WRITE)) {
 		bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_LOC_PROT_ERR, 0);

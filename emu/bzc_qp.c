@@ -124,8 +124,6 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		return -EOPNOTSUPP;
 	if (init->create_flags)
 		return -EOPNOTSUPP;
-	if (init->srq)
-		return -EOPNOTSUPP;	/* SRQs are not implemented yet */
 	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EOPNOTSUPP;
 	err = bzc_qp_check_caps(bdev, init);
@@ -150,7 +148,13 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	err = bzc_qp_alloc_sq(qp, bdev, &init->cap, udata);
 	if (err)
 		goto err_scratch;
-	err = bzc_qp_alloc_rq(qp, bdev, &init->cap, udata);
+	/* A QP on an SRQ has no receive queue of its own. */
+	if (init->srq) {
+		init->cap.max_recv_wr = 0;
+		init->cap.max_recv_sge = 0;
+	} else {
+		err = bzc_qp_alloc_rq(qp, bdev, &init->cap, udata);
+	}
 	if (err) {
 		bzc_ring_free(&qp->sq);
 		kfree(qp->sq_wqe);
@@ -289,6 +293,13 @@ static void bzc_qp_enter_error(struct bzc_qp *qp)
 	 * pending, and in its own context (we may be in another QP's).
 	 */
 	mod_delayed_work(bzc_wq, &qp->sq_work, 0);
+	/*
+	 * On an SRQ, the owner learns that the QP takes no more WQEs from it
+	 * (Last WQE Reached): a QP in ERR takes none, and nothing of the
+	 * SRQ is flushed.
+	 */
+	if (qp->ibqp.srq)
+		bzc_qp_event(qp, IB_EVENT_QP_LAST_WQE_REACHED);
 }
 
 /*

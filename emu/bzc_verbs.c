@@ -22,6 +22,7 @@
 #define BZC_MAX_PD		SZ_64K
 #define BZC_MAX_QP_RD_ATOM	128
 #define BZC_MAX_AH		SZ_64K
+#define BZC_MAX_SRQ		SZ_64K
 /* Any page size the CPU maps: pages are pinned, not DMA-mapped. */
 #define BZC_PAGE_SIZE_CAP	(PAGE_SIZE | SZ_2M | SZ_1G)
 #define BZC_VENDOR_PART_ID	0x627a
@@ -57,13 +58,14 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_qp_init_rd_atom = BZC_MAX_QP_RD_ATOM;
 	a->max_res_rd_atom = BZC_MAX_QP_RD_ATOM * BZC_MAX_QP;
 	a->atomic_cap = IB_ATOMIC_HCA;
+	/* SRQ rings are sized like RQ rings; they are not resizable. */
+	a->max_srq = BZC_MAX_SRQ;
+	a->max_srq_wr = BZC_MAX_QP_WR;
+	a->max_srq_sge = BZC_MAX_SGE;
 	/*
-	 * SRQs and memory windows are not implemented yet: advertise none, so
-	 * that applications (UCX, MPI) that size by these do not try them.
+	 * Memory windows are not implemented yet: advertise none, so that
+	 * applications (UCX, MPI) that size by this do not try them.
 	 */
-	a->max_srq = 0;
-	a->max_srq_wr = 0;
-	a->max_srq_sge = 0;
 	a->max_ah = BZC_MAX_AH;
 	a->max_mw = 0;
 	a->max_pkeys = BZC_PKEY_TBL_LEN;
@@ -219,6 +221,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.create_ah = bzc_create_ah,
 	.create_cq = bzc_create_cq,
 	.create_qp = bzc_create_qp,
+	.create_srq = bzc_create_srq,
 	.create_user_ah = bzc_create_ah,
 	.alloc_ucontext = bzc_alloc_ucontext,
 	.dealloc_driver = bzc_dealloc_driver,
@@ -228,6 +231,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.destroy_ah = bzc_destroy_ah,
 	.destroy_cq = bzc_destroy_cq,
 	.destroy_qp = bzc_destroy_qp,
+	.destroy_srq = bzc_destroy_srq,
 	.disassociate_ucontext = bzc_disassociate_ucontext,
 	.get_dev_fw_str = bzc_get_dev_fw_str,
 	.get_link_layer = bzc_get_link_layer,
@@ -235,6 +239,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.mmap = bzc_mmap,
 	.mmap_free = bzc_mmap_free,
 	.modify_qp = bzc_modify_qp,
+	.modify_srq = bzc_modify_srq,
 	.post_recv = bzc_post_recv,
 	.post_send = bzc_post_send,
 	.query_ah = bzc_query_ah,
@@ -242,6 +247,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.query_pkey = bzc_query_pkey,
 	.query_port = bzc_query_port,
 	.query_qp = bzc_query_qp,
+	.query_srq = bzc_query_srq,
 	.reg_user_mr = bzc_reg_user_mr,
 	.resize_cq = bzc_resize_cq,
 
@@ -249,5 +255,6 @@ const struct ib_device_ops bzc_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_cq, bzc_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, bzc_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, bzc_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, bzc_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, bzc_ucontext, ibuc),
 };

@@ -22,7 +22,8 @@
  *  6. The command helpers (ibv_cmd_create_cq, _create_cq_ex, _resize_cq,
  *     _destroy_cq, _reg_mr, _rereg_mr, _dereg_mr, _create_qp,
  *     _create_qp_ex2, _modify_qp, _query_qp, _destroy_qp, _post_send and
- *     _post_recv as doorbells, _create_ah, _destroy_ah), the command
+ *     _post_recv as doorbells, _modify_srq, _query_srq, _create_ah,
+ *     _destroy_ah), the command
  *     structs and struct verbs_mr / verbs_cq / verbs_qp.  The context's cmd_fd is the write
  *     end of a pipe: the uverbs ioctl fails there with ENOTTY, so
  *     libibverbs falls back to write() and the command lands in the pipe,
@@ -902,6 +903,40 @@ static void check_qp_create(struct ibv_context *ibctx)
 	pthread_cond_destroy(&q.vqp.qp.cond);
 }
 
+/*
+ * ibv_cmd_modify_srq() and ibv_cmd_query_srq(): write() commands in the
+ * provider's buffers.  (The query response is the library's own.)
+ */
+static void check_srq_commands(struct ibv_context *ibctx)
+{
+	struct ibv_srq srq = { .context = ibctx, .handle = 0x57 };
+	struct ibv_srq_attr attr = { .max_wr = 99, .srq_limit = 7 };
+	struct ibv_modify_srq mcmd;
+	struct ibv_query_srq qcmd;
+	uint8_t w[sizeof(struct ibv_modify_srq)];
+
+	memset(&mcmd, 0, sizeof(mcmd));
+	CHECK(ibv_cmd_modify_srq(&srq, &attr, IBV_SRQ_LIMIT, &mcmd,
+				 sizeof(mcmd)) == 0);
+	read_command(w, sizeof(mcmd));
+	CHECK(memcmp(w, &mcmd, sizeof(mcmd)) == 0);
+	CHECK_WRITE_HDR(mcmd.hdr, IB_USER_VERBS_CMD_MODIFY_SRQ, sizeof(mcmd),
+			0);
+	CHECK(mcmd.core_payload.srq_handle == 0x57);
+	CHECK(mcmd.core_payload.attr_mask == IBV_SRQ_LIMIT);
+	CHECK(mcmd.core_payload.max_wr == 99);
+	CHECK(mcmd.core_payload.srq_limit == 7);
+
+	memset(&qcmd, 0, sizeof(qcmd));
+	CHECK(ibv_cmd_query_srq(&srq, &attr, &qcmd, sizeof(qcmd)) == 0);
+	read_command(w, sizeof(qcmd));
+	CHECK(memcmp(w, &qcmd, sizeof(qcmd)) == 0);
+	CHECK_WRITE_HDR(qcmd.hdr, IB_USER_VERBS_CMD_QUERY_SRQ, sizeof(qcmd),
+			sizeof(struct ib_uverbs_query_srq_resp));
+	CHECK(qcmd.core_payload.response != 0);
+	CHECK(qcmd.core_payload.srq_handle == 0x57);
+}
+
 static void check_qp_commands(struct ibv_context *ibctx)
 {
 	struct ibv_cq scq = { .context = ibctx, .handle = 0x32 };
@@ -1114,6 +1149,7 @@ static void check_commands(void)
 	if (ctx) {
 		check_qp_create(&ctx->vctx.context);
 		check_qp_commands(&ctx->vctx.context);
+		check_srq_commands(&ctx->vctx.context);
 		check_ah_commands(&ctx->vctx.context);
 		close_pipe_context(ctx);
 	}

@@ -487,6 +487,21 @@ struct ibv_query_qp {
 	struct ib_uverbs_query_qp core_payload;
 };
 
+struct ibv_create_srq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_create_srq core_payload;
+};
+
+struct ibv_modify_srq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_modify_srq core_payload;
+};
+
+struct ibv_query_srq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_query_srq core_payload;
+};
+
 /*
  * The extended ("_ex") commands start with the command header followed by
  * the extended header; their driver data is 8-byte granular.
@@ -700,6 +715,36 @@ int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
 /* Destroys ah->handle in the kernel; does not free @ah. */
 int ibv_cmd_destroy_ah(struct ibv_ah *ah);
 
+/*
+ * CREATE_SRQ of the basic type (ioctl, else write()).  @cmd may be NULL
+ * (cmd_size 0) without driver request data; @resp is the core response
+ * followed by the driver data (resp_size covers both).  Updates
+ * attr->attr.max_wr and max_sge with what the kernel granted; sets
+ * context, handle, mutex and cond of @srq (ibv_create_srq() sets the
+ * rest).
+ */
+int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq,
+		       struct ibv_srq_init_attr *attr,
+		       struct ibv_create_srq *cmd, size_t cmd_size,
+		       struct ib_uverbs_create_srq_resp *resp,
+		       size_t resp_size);
+
+/* MODIFY_SRQ (write()); @cmd is required and filled from @srq_attr. */
+int ibv_cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		       int srq_attr_mask, struct ibv_modify_srq *cmd,
+		       size_t cmd_size);
+
+/* QUERY_SRQ (write()); @cmd is required.  Fills max_wr, max_sge, limit. */
+int ibv_cmd_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		      struct ibv_query_srq *cmd, size_t cmd_size);
+
+/*
+ * Destroys srq->handle in the kernel (EBUSY while QPs use it), then waits
+ * for the acknowledgement of every async event reported for it.  Does not
+ * free @srq.
+ */
+int ibv_cmd_destroy_srq(struct ibv_srq *srq);
+
 /* ---------------------------------------------------------------------- */
 /* Compile-time checks                                                      */
 /* ---------------------------------------------------------------------- */
@@ -791,6 +836,16 @@ BZC_PABI_ASSERT(offsetof(struct ibv_query_qp, core_payload) == 8);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_query_qp) == 16);
 BZC_PABI_ASSERT(sizeof(struct ibv_query_qp) == 24);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_create_ah_resp) == 4);
+BZC_PABI_ASSERT(offsetof(struct ibv_create_srq, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_create_srq) == 32);
+BZC_PABI_ASSERT(sizeof(struct ibv_create_srq) == 40);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_create_srq_resp) == 16);
+BZC_PABI_ASSERT(offsetof(struct ibv_modify_srq, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_modify_srq) == 16);
+BZC_PABI_ASSERT(sizeof(struct ibv_modify_srq) == 24);
+BZC_PABI_ASSERT(offsetof(struct ibv_query_srq, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_query_srq) == 16);
+BZC_PABI_ASSERT(sizeof(struct ibv_query_srq) == 24);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_send_wr) == 56);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_recv_wr) == 16);
 

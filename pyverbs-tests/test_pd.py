@@ -175,8 +175,8 @@ def test_pyverbs_context_close_closes_pds():
 # Verbs the device does not implement yet.  These document the contract (a
 # clean EOPNOTSUPP, nothing in the kernel log, the context still usable) and
 # are meant to be replaced by real tests when the verb lands.  (CQs and MRs
-# landed with the CQ-ring/MR commit, QPs and AHs are landing: their "not
-# yet" tests were removed.)  A device must also not advertise a resource
+# landed with the CQ-ring/MR commit, then QPs, AHs and SRQs (test_srq.py):
+# their "not yet" tests were removed.)  A device must also not advertise a resource
 # it cannot create: applications size themselves from query_device.
 # ---------------------------------------------------------------------------
 
@@ -184,17 +184,6 @@ def _assert_eopnotsupp(fn):
     with pytest.raises(PyverbsRDMAError) as ex:
         fn()
     assert ex.value.error_code == errno.EOPNOTSUPP, str(ex.value)
-
-
-def test_srq_not_yet_supported(ctx):
-    from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
-    pd = PD(ctx)
-    try:
-        _assert_eopnotsupp(lambda: SRQ(pd, SrqInitAttr(SrqAttr(max_wr=16))))
-    finally:
-        pd.close()
-    a = ctx.query_device()
-    assert a.max_srq == 0, f'max_srq {a.max_srq} advertised without SRQs'
 
 
 def test_mw_not_yet_supported(ctx):

@@ -165,6 +165,22 @@ struct bzc_create_qp_resp {
 	__u32 rq_wqe_size;		/* bytes per RQ slot */
 };
 
+/*
+ * IB_USER_VERBS_CMD_CREATE_SRQ / UVERBS_METHOD_SRQ_CREATE: the SRQ's ring,
+ * laid out and used like an RQ ring (struct bzc_wq_ring_hdr, then
+ * `entries` slots of `wqe_size` bytes, each a struct bzc_recv_wqe and its
+ * SGEs). Any QP on the SRQ takes receives from it, so it needs no
+ * doorbell and is never flushed; the kernel sets `error` in its header
+ * only when it finds the ring corrupt (IBV_EVENT_SRQ_ERR).
+ */
+struct bzc_create_srq_resp {
+	__aligned_u64 mmap_key;
+	__u32 mmap_len;
+	__u32 entries;		/* slots, a power of two */
+	__u32 wqe_size;		/* bytes per slot, a power of two */
+	__u32 pad;
+};
+
 /* IB_USER_VERBS_CMD_CREATE_AH / UVERBS_METHOD_AH_CREATE */
 struct bzc_create_ah_resp {
 	__u32 ah_index;		/* what a UD send WQE names the AH by */

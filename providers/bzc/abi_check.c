@@ -147,6 +147,15 @@ BZC_CHECK_OFFSET(bzc_create_qp_resp, sq_wqe_size, 32);
 BZC_CHECK_OFFSET(bzc_create_qp_resp, rq_wqe_size, 36);
 BZC_CHECK_ALIGN(bzc_create_qp_resp);
 
+/* The SRQ ring is an RQ ring; the response says where and how big. */
+BZC_CHECK_SIZE(bzc_create_srq_resp, 24);
+BZC_CHECK_OFFSET(bzc_create_srq_resp, mmap_key, 0);
+BZC_CHECK_OFFSET(bzc_create_srq_resp, mmap_len, 8);
+BZC_CHECK_OFFSET(bzc_create_srq_resp, entries, 12);
+BZC_CHECK_OFFSET(bzc_create_srq_resp, wqe_size, 16);
+BZC_CHECK_OFFSET(bzc_create_srq_resp, pad, 20);
+BZC_CHECK_ALIGN(bzc_create_srq_resp);
+
 /*
  * The exception to BZC_CHECK_ALIGN: the CREATE_AH core response is 4
  * bytes, so the kernel writes this at a 4-byte aligned offset, and it must

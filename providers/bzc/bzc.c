@@ -2,9 +2,9 @@
 /*
  * bzc: userspace verbs provider for the bzc bulk zero-copy RDMA device.
  * This file: device matching, context, PD.  cq.c: completion queues.
- * mr.c: memory regions.  qp.c: queue pairs and the receive queue.  wr.c:
- * the send queue (ibv_post_send and the ibv_wr_* API).  ah.c: address
- * handles.
+ * mr.c: memory regions.  qp.c: queue pairs and the receive queue.  srq.c:
+ * shared receive queues.  wr.c: the send queue (ibv_post_send and the
+ * ibv_wr_* API).  ah.c: address handles.
  *
  * The control path goes through the libibverbs ibv_cmd_* helpers, which
  * use the uverbs ioctl interface and fall back to write() on old kernels.
@@ -125,19 +125,25 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.create_cq_ex = bzc_create_cq_ex,
 	.create_qp = bzc_create_qp,
 	.create_qp_ex = bzc_create_qp_ex,
+	.create_srq = bzc_create_srq,
+	.create_srq_ex = bzc_create_srq_ex,
 	.dealloc_pd = bzc_dealloc_pd,
 	.dereg_mr = bzc_dereg_mr,
 	.destroy_ah = bzc_destroy_ah,
 	.destroy_cq = bzc_destroy_cq,
 	.destroy_qp = bzc_destroy_qp,
+	.destroy_srq = bzc_destroy_srq,
 	.free_context = bzc_free_context,
 	.modify_qp = bzc_modify_qp,
+	.modify_srq = bzc_modify_srq,
 	.poll_cq = bzc_poll_cq,
 	.post_recv = bzc_post_recv,
 	.post_send = bzc_post_send,
+	.post_srq_recv = bzc_post_srq_recv,
 	.query_device_ex = bzc_query_device_ex,
 	.query_port = bzc_query_port,
 	.query_qp = bzc_query_qp,
+	.query_srq = bzc_query_srq,
 	.reg_mr = bzc_reg_mr,
 	.req_notify_cq = bzc_req_notify_cq,
 	.rereg_mr = bzc_rereg_mr,

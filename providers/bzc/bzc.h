@@ -187,6 +187,12 @@ struct bzc_qp {
 	int wr_err;
 };
 
+/* A shared receive queue: a receive ring any QP created on it drains. */
+struct bzc_srq {
+	struct ibv_srq ibv_srq;
+	struct bzc_wq wq;
+};
+
 /* The address handle: the kernel's index, which UD send WQEs carry. */
 struct bzc_ah {
 	struct ibv_ah ibv_ah;
@@ -205,6 +211,12 @@ struct ubzc_create_qp_ex_resp {
 	struct bzc_create_qp_resp drv_payload;
 };
 
+/* CREATE_SRQ: no driver request data; the ring in the response. */
+struct ubzc_create_srq_resp {
+	struct ib_uverbs_create_srq_resp ibv_resp;
+	struct bzc_create_srq_resp drv_payload;
+};
+
 /* CREATE_AH: the index follows the 4-byte core response directly. */
 struct ubzc_create_ah_resp {
 	struct ib_uverbs_create_ah_resp ibv_resp;
@@ -215,6 +227,8 @@ BZC_ASSERT_RESP_LAYOUT(ubzc_create_qp_resp, ib_uverbs_create_qp_resp,
 		       bzc_create_qp_resp);
 BZC_ASSERT_RESP_LAYOUT(ubzc_create_qp_ex_resp, ib_uverbs_ex_create_qp_resp,
 		       bzc_create_qp_resp);
+BZC_ASSERT_RESP_LAYOUT(ubzc_create_srq_resp, ib_uverbs_create_srq_resp,
+		       bzc_create_srq_resp);
 BZC_ASSERT_RESP_LAYOUT(ubzc_create_ah_resp, ib_uverbs_create_ah_resp,
 		       bzc_create_ah_resp);
 
@@ -246,6 +260,11 @@ static inline struct bzc_qp *to_bqp(struct ibv_qp *ibqp)
 static inline struct bzc_qp *to_bqp_ex(struct ibv_qp_ex *ibqp)
 {
 	return container_of(ibqp, struct bzc_qp, vqp.qp_ex);
+}
+
+static inline struct bzc_srq *to_bsrq(struct ibv_srq *ibsrq)
+{
+	return container_of(ibsrq, struct bzc_srq, ibv_srq);
 }
 
 static inline struct bzc_ah *to_bah(struct ibv_ah *ibah)
@@ -304,7 +323,16 @@ int bzc_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		 void *addr, size_t length, int access);
 int bzc_dereg_mr(struct verbs_mr *vmr);
 
+/* A WQE's num_sge is 8 bits wide. */
+#define BZC_MAX_WQE_SGE 255U
+
 /* qp.c */
+int bzc_wq_map(struct ibv_context *context, struct bzc_wq *wq,
+	       uint64_t mmap_key, uint32_t mmap_len, uint32_t entries,
+	       uint32_t wqe_size, uint64_t min_wqe_size, uint32_t max_wr);
+void bzc_wq_unmap(struct bzc_wq *wq);
+void bzc_write_recv_wqe(struct bzc_wq *rq, uint32_t index,
+			const struct ibv_recv_wr *wr);
 struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 struct ibv_qp *bzc_create_qp_ex(struct ibv_context *context,
 				struct ibv_qp_init_attr_ex *attr);
@@ -315,6 +343,18 @@ int bzc_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 int bzc_destroy_qp(struct ibv_qp *ibqp);
 int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		  struct ibv_recv_wr **bad_wr);
+
+/* srq.c */
+struct ibv_srq *bzc_create_srq(struct ibv_pd *pd,
+			       struct ibv_srq_init_attr *attr);
+struct ibv_srq *bzc_create_srq_ex(struct ibv_context *context,
+				  struct ibv_srq_init_attr_ex *attr);
+int bzc_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+		   int attr_mask);
+int bzc_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr);
+int bzc_destroy_srq(struct ibv_srq *ibsrq);
+int bzc_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad_wr);
 
 /* wr.c */
 uint64_t bzc_send_ops_supported(enum ibv_qp_type qp_type);

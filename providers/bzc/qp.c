@@ -25,18 +25,15 @@ enum {
 				      IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 };
 
-/* A WQE's num_sge is 8 bits wide. */
-#define BZC_MAX_WQE_SGE 255U
-
 /*
  * Map one work queue ring the kernel described, after checking that the
  * description is sound: a power-of-two number of power-of-two sized slots,
  * at least @max_wr of them, each at least @min_wqe_size bytes, all inside
  * the mapping.  Anything else is refused with EPROTO rather than trusted.
  */
-static int bzc_wq_map(struct ibv_context *context, struct bzc_wq *wq,
-		      uint64_t mmap_key, uint32_t mmap_len, uint32_t entries,
-		      uint32_t wqe_size, uint64_t min_wqe_size, uint32_t max_wr)
+int bzc_wq_map(struct ibv_context *context, struct bzc_wq *wq,
+	       uint64_t mmap_key, uint32_t mmap_len, uint32_t entries,
+	       uint32_t wqe_size, uint64_t min_wqe_size, uint32_t max_wr)
 {
 	void *addr;
 
@@ -69,7 +66,7 @@ static int bzc_wq_map(struct ibv_context *context, struct bzc_wq *wq,
 	return 0;
 }
 
-static void bzc_wq_unmap(struct bzc_wq *wq)
+void bzc_wq_unmap(struct bzc_wq *wq)
 {
 	if (wq->hdr)
 		munmap(wq->hdr, wq->ring_len);
@@ -320,8 +317,8 @@ int bzc_destroy_qp(struct ibv_qp *ibqp)
 /* Receive queue                                                            */
 /* ---------------------------------------------------------------------- */
 
-static void bzc_write_recv_wqe(struct bzc_wq *rq, uint32_t index,
-			       const struct ibv_recv_wr *wr)
+void bzc_write_recv_wqe(struct bzc_wq *rq, uint32_t index,
+			const struct ibv_recv_wr *wr)
 {
 	struct bzc_recv_wqe *wqe = bzc_wq_slot(rq, index);
 	struct bzc_sge *sge = (struct bzc_sge *)(wqe + 1);

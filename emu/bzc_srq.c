@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: shared receive queues — a mapped ring of receive WQEs (the RQ ring
+ * format) that any QP created on the SRQ consumes, the srq_limit event,
+ * and the verbs around them.
+ *
+ * The process fills the ring and publishes prod without a system call; a
+ * sender delivering to a QP on the SRQ takes the next WQE here under the
+ * SRQ's lock (bzc_srq_take()). Nothing flushes an SRQ: its WQEs belong to
+ * no QP until one is taken.
+ */
+#include <linux/log2.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "bzc.h"
+
+#define BZC_RECV_WQE_HDR sizeof(struct bzc_recv_wqe)
+
+static void bzc_srq_event(struct bzc_srq *srq, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = srq->ibsrq.device,
+		.element.srq = &srq->ibsrq,
+		.event = type,
+	};
+
+	if (srq->ibsrq.event_handler)
+		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
+}
+
+int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+		   struct ib_udata *udata)
+{
+	struct bzc_dev *bdev = to_bdev(ibsrq->device);
+	struct bzc_srq *srq = to_bsrq(ibsrq);
+	struct bzc_create_srq_resp resp = {};
+	u32 entries, slot;
+	int err;
+
+	/* Kernel consumers come with kernel verbs for rdma_cm. */
+	if (!udata)
+		return -EOPNOTSUPP;
+	if (init->srq_type != IB_SRQT_BASIC)
+		return -EOPNOTSUPP;
+	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EOPNOTSUPP;
+	/* srq_limit is not looked at: the limit is armed by modify_srq. */
+	if (!init->attr.max_wr || init->attr.max_wr > bdev->attr.max_srq_wr ||
+	    init->attr.max_sge > bdev->attr.max_srq_sge)
+		return -EINVAL;
+
+	if (atomic_inc_return(&bdev->srq_count) > bdev->attr.max_srq) {
+		err = -ENOMEM;
+		goto err_count;
+	}
+
+	entries = roundup_pow_of_two(init->attr.max_wr);
+	slot = roundup_pow_of_two(BZC_RECV_WQE_HDR +
+				  max_t(u32, init->attr.max_sge *
+					     sizeof(struct bzc_sge),
+					sizeof(struct bzc_sge)));
+	spin_lock_init(&srq->lock);
+	err = bzc_ring_alloc(&srq->ring, udata, BZC_WQ_RING_WQE_OFFSET, slot,
+			     entries);
+	if (err)
+		goto err_count;
+	srq->cons = 0;
+	srq->limit = 0;
+	srq->broken = false;
+	srq->wqe_size = slot;
+	srq->max_sge = min_t(u32, (slot - BZC_RECV_WQE_HDR) /
+			     sizeof(struct bzc_sge), bdev->attr.max_srq_sge);
+
+	/* What the slots really hold goes back to the process. */
+	init->attr.max_wr = entries;
+	init->attr.max_sge = srq->max_sge;
+
+	resp.mmap_key = srq->ring.mmap_key;
+	resp.mmap_len = srq->ring.mmap_len;
+	resp.entries = entries;
+	resp.wqe_size = slot;
+	err = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+	if (err)
+		goto err_ring;
+	return 0;
+
+err_ring:
+	bzc_ring_free(&srq->ring);
+err_count:
+	atomic_dec(&bdev->srq_count);
+	return err;
+}
+
+int bzc_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		   enum ib_srq_attr_mask mask, struct ib_udata *udata)
+{
+	struct bzc_dev *bdev = to_bdev(ibsrq->device);
+	struct bzc_srq *srq = to_bsrq(ibsrq);
+
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EOPNOTSUPP;
+	if (mask & ~(IB_SRQ_MAX_WR | IB_SRQ_LIMIT))
+		return -EINVAL;
+	if ((mask & IB_SRQ_LIMIT) && attr->srq_limit > srq->ring.entries)
+		return -EINVAL;
+	if (mask & IB_SRQ_MAX_WR) {
+		if (!attr->max_wr || attr->max_wr > bdev->attr.max_srq_wr)
+			return -EINVAL;
+		/* The ring is mapped: it is not resized (no SRQ_RESIZE cap). */
+		return -EOPNOTSUPP;
+	}
+
+	if (mask & IB_SRQ_LIMIT) {
+		spin_lock(&srq->lock);
+		srq->limit = attr->srq_limit;
+		spin_unlock(&srq->lock);
+	}
+	return 0;
+}
+
+int bzc_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
+{
+	struct bzc_srq *srq = to_bsrq(ibsrq);
+
+	attr->max_wr = srq->ring.entries;
+	attr->max_sge = srq->max_sge;
+	attr->srq_limit = READ_ONCE(srq->limit);
+	return 0;
+}
+
+/*
+ * The core refuses to destroy an SRQ that QPs still use, and a QP waits
+ * for the senders delivering to it before it goes, so nobody is in
+ * bzc_srq_take() any more.
+ */
+int bzc_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
+{
+	bzc_ring_free(&to_bsrq(ibsrq)->ring);
+	atomic_dec(&to_bdev(ibsrq->device)->srq_count);
+	return 0;
+}
+
+/*
+ * Take the next receive WQE into `rqe` (room for BZC_MAX_SGE SGEs).
+ * -EAGAIN: none posted; -EIO: the ring is corrupt (a producer index it
+ * cannot hold, or more SGEs than a slot has): the SRQ is broken for good
+ * and IB_EVENT_SRQ_ERR is raised once.
+ */
+int bzc_srq_take(struct bzc_srq *srq, struct bzc_recv_wqe *rqe)
+{
+	struct bzc_wq_ring_hdr *hdr = srq->ring.kaddr;
+	const struct bzc_recv_wqe *slot;
+	bool limit_reached = false, broke = false;
+	int err = 0;
+	u32 prod;
+
+	spin_lock(&srq->lock);
+	if (srq->broken) {
+		err = -EIO;
+		goto out;
+	}
+	/* Acquire: the WQEs before prod are written (pairs with the post). */
+	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
+	if (prod == srq->cons) {
+		err = -EAGAIN;
+		goto out;
+	}
+	slot = bzc_wq_slot(&srq->ring, srq->cons, srq->wqe_size);
+	memcpy(rqe, slot, sizeof(*rqe));
+	if (prod - srq->cons > srq->ring.entries ||
+	    rqe->num_sge > srq->max_sge) {
+		srq->broken = true;
+		broke = true;
+		WRITE_ONCE(hdr->error, cpu_to_le32(1));
+		err = -EIO;
+		goto out;
+	}
+	memcpy(rqe + 1, slot + 1, rqe->num_sge * sizeof(struct bzc_sge));
+	srq->cons++;
+	/* Release: the slot is copied out before the process may reuse it. */
+	smp_store_release(&hdr->cons, cpu_to_le32(srq->cons));
+	/* Fewer WQEs left than the armed limit: one event, then disarmed. */
+	if (srq->limit && prod - srq->cons < srq->limit) {
+		srq->limit = 0;
+		limit_reached = true;
+	}
+out:
+	spin_unlock(&srq->lock);
+	if (broke) {
+		ibdev_info_ratelimited(srq->ibsrq.device,
+				       "corrupt shared receive queue ring\n");
+		bzc_srq_event(srq, IB_EVENT_SRQ_ERR);
+	}
+	if (limit_reached)
+		bzc_srq_event(srq, IB_EVENT_SRQ_LIMIT_REACHED);
+	return err;
+}
