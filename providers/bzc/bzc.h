@@ -304,6 +304,12 @@ int bzc_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		 void *addr, size_t length, int access);
 int bzc_dereg_mr(struct verbs_mr *vmr);
 
+/* mw.c */
+struct ibv_mw *bzc_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int bzc_dealloc_mw(struct ibv_mw *mw);
+int bzc_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
+		struct ibv_mw_bind *mw_bind);
+
 /* qp.c */
 struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 struct ibv_qp *bzc_create_qp_ex(struct ibv_context *context,
@@ -321,6 +327,8 @@ uint64_t bzc_send_ops_supported(enum ibv_qp_type qp_type);
 void bzc_qp_init_wr_ops(struct bzc_qp *qp);
 int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		  struct ibv_send_wr **bad_wr);
+int bzc_post_bind_type1(struct bzc_qp *qp, const struct ibv_mw_bind *mw_bind,
+			uint32_t rkey);
 
 /* ah.c */
 struct ibv_ah *bzc_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
