@@ -296,6 +296,7 @@ int bzc_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int bzc_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 int bzc_resize_cq(struct ibv_cq *ibcq, int cqe);
 int bzc_destroy_cq(struct ibv_cq *ibcq);
+void bzc_cq_clean(struct ibv_cq *ibcq, uint32_t qpn);
 
 /* mr.c */
 struct ibv_mr *bzc_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
