@@ -93,6 +93,7 @@ static bool bzc_mw_bind_ok(struct bzc_mw *mw, struct bzc_mr *mr,
 			   u64 length, int access)
 {
 	bool type1 = mw->ibmw.type == IB_MW_TYPE_1;
+	int mr_access;
 
 	if (type1 != type1_verb || mw->ibmw.pd != qp->ibqp.pd)
 		return false;
@@ -105,11 +106,12 @@ static bool bzc_mw_bind_ok(struct bzc_mw *mw, struct bzc_mr *mr,
 		return true;	/* type 1: unbind */
 	if (!mr || mr->ibmr.pd != qp->ibqp.pd)
 		return false;
-	if (!(mr->access & IB_ACCESS_MW_BIND))
+	mr_access = READ_ONCE(mr->access);	/* rereg may change it */
+	if (!(mr_access & IB_ACCESS_MW_BIND))
 		return false;
 	/* Remote write or atomic rights need a locally writable MR. */
 	if ((access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC)) &&
-	    !(mr->access & IB_ACCESS_LOCAL_WRITE))
+	    !(mr_access & IB_ACCESS_LOCAL_WRITE))
 		return false;
 	return addr >= mr->iova && length <= mr->length &&
 	       addr - mr->iova <= mr->length - length;
