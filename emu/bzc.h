@@ -29,6 +29,7 @@
 #define BZC_DEFAULT_PKEY 0xffff
 #define BZC_MAX_CQE (SZ_64K - 1)
 #define BZC_MAX_MR SZ_256K
+#define BZC_MAX_MW SZ_64K
 #define BZC_MAX_SGE 32
 #define BZC_MAX_MSG_SZ (1U << 31)
 
@@ -49,7 +50,7 @@ struct bzc_dev {
 	 * Objects the data path finds by number. Lookups take the xarray
 	 * lock and a reference, so destroy can wait for in-flight users.
 	 */
-	struct xarray mr_xa;		/* by key index (lkey >> 8) */
+	struct xarray mr_xa;		/* MRs and MWs by key index (key >> 8) */
 	u32 mr_next;
 	struct xarray qp_xa;		/* by QPN */
 	u32 qp_next;
@@ -106,7 +107,26 @@ struct bzc_mr {
 	u32 page_off;			/* of the first byte in pages[0] */
 	u64 iova;
 	u64 length;
-	int access;
+	int access;			/* READ_ONCE: rereg changes it */
+	atomic_t num_mw;		/* windows bound to it; changed with */
+					/* mr_xa locked while it is registered */
+};
+
+/*
+ * A memory window: an rkey naming a range of an MR with rights of its own.
+ * Found through mr_xa like an MR (tagged), and used only with mr_xa
+ * locked, so dealloc needs no reference count: the entry is erased first.
+ * While bound it holds a reference on its MR and counts in mr->num_mw.
+ */
+struct bzc_mw {
+	struct ib_mw ibmw;
+	spinlock_t lock;		/* the binding below */
+	struct bzc_mr *mr;		/* NULL while not bound */
+	u64 addr;
+	u64 length;
+	int access;			/* IB_ACCESS_REMOTE_* granted */
+	u32 rkey;			/* the current rkey */
+	u32 qpn;			/* type 2: the QP it is bound to */
 };
 
 /* Where a UD datagram or a connected QP's messages go, as the AH said. */
@@ -233,6 +253,14 @@ static inline struct bzc_mr *to_bmr(struct ib_mr *ibmr)
 	return container_of(ibmr, struct bzc_mr, ibmr);
 }
 
+/* mr_xa holds MRs as plain pointers and MWs tagged with this. */
+#define BZC_KEY_TAG_MW 1
+
+static inline struct bzc_mw *to_bmw(struct ib_mw *ibmw)
+{
+	return container_of(ibmw, struct bzc_mw, ibmw);
+}
+
 /* Slot `index` of an SQ or RQ ring: the index is masked, never trusted. */
 static inline void *bzc_wq_slot(struct bzc_ring *ring, u32 index,
 				u32 slot_size)
@@ -270,7 +298,12 @@ bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited);
 struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 			      u64 iova, int access, struct ib_udata *udata);
 int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				u64 length, u64 iova, int access,
+				struct ib_pd *ibpd, struct ib_udata *udata);
 struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key);
+struct bzc_mr *bzc_rkey_get(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
+			    u64 addr, u64 len, int access, u64 *off);
 void bzc_mr_put(struct bzc_mr *mr);
 int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr);
 
@@ -303,6 +336,16 @@ int bzc_bulk_doorbell(struct bzc_bulk_chan *chan);
 
 /* bzc_bulk_uapi.c */
 extern const struct uapi_definition bzc_uapi_defs[];
+
+/* bzc_mw.c */
+int bzc_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int bzc_dealloc_mw(struct ib_mw *ibmw);
+enum ib_wc_status bzc_mw_bind(struct bzc_qp *qp,
+			      const struct bzc_send_wqe *wqe);
+int bzc_key_invalidate(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
+		       bool remote);
+struct bzc_mr *bzc_mw_resolve(struct bzc_mw *mw, u32 rkey, struct bzc_qp *qp,
+			      u64 addr, u64 len, int access, u64 *off);
 
 /* bzc_ah.c */
 int bzc_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,

@@ -82,28 +82,39 @@ static void bzc_sgl_put(struct bzc_sgl *sgl)
 }
 
 /*
- * Resolve one (key, address, length) against the MRs of `pd`, requiring
- * `access`. Returns false when the key, PD, rights or bounds do not match.
+ * Resolve one (key, address, length) requiring `access`: a local lkey
+ * against the MRs of `pd`, or, with `rqp` (the QP the access arrives at),
+ * an rkey of an MR or memory window (bzc_rkey_get()). Returns false when
+ * the key, PD, QP, rights or bounds do not match.
  */
 static bool bzc_sgl_add(struct bzc_sgl *sgl, struct bzc_dev *bdev,
-			struct ib_pd *pd, u32 key, u64 addr, u64 len,
-			int access)
+			struct ib_pd *pd, struct bzc_qp *rqp, u32 key, u64 addr,
+			u64 len, int access)
 {
 	struct bzc_mr *mr;
+	u64 off;
 
 	if (!len)
 		return true;
-	mr = bzc_mr_get(bdev, key);
-	if (!mr)
-		return false;
-	if (mr->ibmr.pd != pd || (mr->access & access) != access ||
-	    addr < mr->iova || len > mr->length ||
-	    addr - mr->iova > mr->length - len) {
-		bzc_mr_put(mr);
-		return false;
+	if (rqp) {
+		mr = bzc_rkey_get(bdev, key, rqp, addr, len, access, &off);
+		if (!mr)
+			return false;
+	} else {
+		mr = bzc_mr_get(bdev, key);
+		if (!mr)
+			return false;
+		if (mr->ibmr.pd != pd ||
+		    (READ_ONCE(mr->access) & access) != access ||
+		    addr < mr->iova || len > mr->length ||
+		    addr - mr->iova > mr->length - len) {
+			bzc_mr_put(mr);
+			return false;
+		}
+		off = addr - mr->iova;
 	}
 	sgl->seg[sgl->n].mr = mr;
-	sgl->seg[sgl->n].off = addr - mr->iova;
+	sgl->seg[sgl->n].off = off;
 	sgl->seg[sgl->n].len = len;
 	sgl->n++;
 	sgl->total += len;
@@ -119,7 +130,7 @@ static bool bzc_sgl_from_sges(struct bzc_sgl *sgl, struct bzc_dev *bdev,
 
 	bzc_sgl_init(sgl);
 	for (i = 0; i < num_sge; i++) {
-		if (!bzc_sgl_add(sgl, bdev, pd, le32_to_cpu(sge[i].lkey),
+		if (!bzc_sgl_add(sgl, bdev, pd, NULL, le32_to_cpu(sge[i].lkey),
 				 le64_to_cpu(sge[i].addr),
 				 le32_to_cpu(sge[i].length), access)) {
 			bzc_sgl_put(sgl);
@@ -412,6 +423,10 @@ static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
 			cqe.wc_flags |= BZC_CQE_WITH_IMM;
 			cqe.imm_data = wqe->imm_data;
 		}
+		if (wqe->opcode == IB_UVERBS_WR_SEND_WITH_INV) {
+			cqe.wc_flags |= BZC_CQE_WITH_INV;
+			cqe.imm_data = wqe->imm_data;	/* the rkey */
+		}
 		if (tqp->ibqp.qp_type == IB_QPT_UD)
 			cqe.wc_flags |= BZC_CQE_GRH;
 	}
@@ -493,6 +508,19 @@ static void bzc_exec_send(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	}
 	bzc_copy(&dc, &sc, src->total, may_sleep);
 	bzc_sgl_put(dst);
+	/*
+	 * SEND_WITH_INV: the responder invalidates before it completes. A
+	 * key it may not invalidate is an invalid request (IBA 9.9.3,
+	 * class J): the receive and the send fail, the responder's QP too.
+	 */
+	if (wqe->opcode == IB_UVERBS_WR_SEND_WITH_INV &&
+	    bzc_key_invalidate(peer->bdev, le32_to_cpu(wqe->imm_data), tqp,
+			       true)) {
+		bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_REM_INV_REQ_ERR, 0);
+		bzc_qp_error(tqp, 0);
+		res->status = IB_WC_REM_INV_REQ_ERR;
+		return;
+	}
 	bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_SUCCESS, need);
 }
 
@@ -511,7 +539,7 @@ static void bzc_exec_write(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 
 	bzc_sgl_init(dst);
 	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_WRITE) ||
-	    !bzc_sgl_add(dst, peer->bdev, tqp->ibqp.pd,
+	    !bzc_sgl_add(dst, peer->bdev, NULL, tqp,
 			 le32_to_cpu(wqe->rdma.rkey),
 			 le64_to_cpu(wqe->rdma.remote_addr), src->total,
 			 IB_ACCESS_REMOTE_WRITE)) {
@@ -548,7 +576,7 @@ static void bzc_exec_read(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 
 	bzc_sgl_init(remote);
 	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_READ) ||
-	    !bzc_sgl_add(remote, peer->bdev, tqp->ibqp.pd,
+	    !bzc_sgl_add(remote, peer->bdev, NULL, tqp,
 			 le32_to_cpu(wqe->rdma.rkey),
 			 le64_to_cpu(wqe->rdma.remote_addr), local->total,
 			 IB_ACCESS_REMOTE_READ)) {
@@ -579,7 +607,7 @@ static void bzc_exec_atomic(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	}
 	bzc_sgl_init(remote);
 	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_ATOMIC) ||
-	    !bzc_sgl_add(remote, peer->bdev, tqp->ibqp.pd,
+	    !bzc_sgl_add(remote, peer->bdev, NULL, tqp,
 			 le32_to_cpu(wqe->atomic.rkey), raddr, sizeof(u64),
 			 IB_ACCESS_REMOTE_ATOMIC)) {
 		res->status = IB_WC_REM_ACCESS_ERR;
@@ -617,7 +645,12 @@ static bool bzc_opcode_valid(enum ib_qp_type type, u8 opcode)
 	case IB_UVERBS_WR_RDMA_READ:
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+	case IB_UVERBS_WR_SEND_WITH_INV:
 		return type == IB_QPT_RC;
+	/* Local operations: windows exist for connected QPs only. */
+	case IB_UVERBS_WR_LOCAL_INV:
+	case IB_UVERBS_WR_BIND_MW:
+		return type != IB_QPT_UD;
 	default:
 		return false;
 	}
@@ -665,6 +698,8 @@ static bool bzc_wqe_valid(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 		return false;
 	if (wqe->flags & BZC_WQE_INLINE)
 		return le32_to_cpu(wqe->inline_len) <= qp->max_inline &&
+		       wqe->opcode != IB_UVERBS_WR_BIND_MW &&
+		       wqe->opcode != IB_UVERBS_WR_LOCAL_INV &&
 		       wqe->opcode != IB_UVERBS_WR_RDMA_READ &&
 		       wqe->opcode != IB_UVERBS_WR_ATOMIC_CMP_AND_SWP &&
 		       wqe->opcode != IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
@@ -686,6 +721,18 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 
 	if (!bzc_wqe_valid(qp, wqe)) {
 		res->status = IB_WC_LOC_QP_OP_ERR;
+		return;
+	}
+	/* Local operations: nothing moves, no peer; their SGEs are ignored. */
+	res->byte_len = 0;
+	if (wqe->opcode == IB_UVERBS_WR_BIND_MW) {
+		res->status = bzc_mw_bind(qp, wqe);
+		return;
+	}
+	if (wqe->opcode == IB_UVERBS_WR_LOCAL_INV) {
+		if (bzc_key_invalidate(bdev, le32_to_cpu(wqe->imm_data), qp,
+				       false))
+			res->status = IB_WC_LOC_QP_OP_ERR;
 		return;
 	}
 	if (wqe->flags & BZC_WQE_INLINE) {
@@ -728,6 +775,7 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	switch (wqe->opcode) {
 	case IB_UVERBS_WR_SEND:
 	case IB_UVERBS_WR_SEND_WITH_IMM:
+	case IB_UVERBS_WR_SEND_WITH_INV:
 		bzc_exec_send(qp, wqe, local, &peer, may_sleep, res);
 		break;
 	case IB_UVERBS_WR_RDMA_WRITE:

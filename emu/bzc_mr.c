@@ -6,6 +6,11 @@
  * in order, found by key from the data path. lkey and rkey are the same
  * value: the MR's index in the device's table << 8 | a byte that changes
  * on every registration, so a stale key does not match a reused index.
+ * Memory windows (bzc_mw.c) take their rkeys from the same table, so one
+ * lookup resolves any rkey; an lkey never names a window.
+ *
+ * Registered MRs cannot be invalidated (LOCAL_INV, SEND_WITH_INV): IBA
+ * allows that only for fast-register MRs, which user space cannot create.
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
@@ -94,6 +99,7 @@ struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 
 	refcount_set(&mr->refcnt, 1);
 	init_completion(&mr->released);
+	atomic_set(&mr->num_mw, 0);
 	err = bzc_mr_assign_key(bdev, mr);
 	if (err)
 		goto err_pages;
@@ -108,23 +114,99 @@ err_free:
 	return ERR_PTR(err);
 }
 
-int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+/*
+ * Take `mr` out of the key table unless windows are bound to it (IBA: an
+ * MR with bound windows cannot be deregistered). Binding counts num_mw
+ * with the table locked, so no bind can slip in after the check. Only
+ * `mr` itself is erased: after a rereg its index may name another MR.
+ */
+static int bzc_mr_unpublish(struct bzc_dev *bdev, struct bzc_mr *mr)
 {
-	struct bzc_dev *bdev = to_bdev(ibmr->device);
-	struct bzc_mr *mr = to_bmr(ibmr);
+	xa_lock(&bdev->mr_xa);
+	if (atomic_read(&mr->num_mw)) {
+		xa_unlock(&bdev->mr_xa);
+		return -EBUSY;
+	}
+	__xa_cmpxchg(&bdev->mr_xa, mr->ibmr.lkey >> 8, mr, NULL, 0);
+	xa_unlock(&bdev->mr_xa);
+	return 0;
+}
 
-	/* No new lookups; then wait for the data path to let go. */
-	xa_erase(&bdev->mr_xa, ibmr->lkey >> 8);
+static void bzc_mr_destroy(struct bzc_mr *mr)
+{
+	/* Wait for the data path to let go. */
 	bzc_mr_put(mr);
 	wait_for_completion(&mr->released);
 
 	kvfree(mr->pages);
 	ib_umem_release(mr->umem);
 	kfree(mr);
+}
+
+int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct bzc_mr *mr = to_bmr(ibmr);
+	int err;
+
+	err = bzc_mr_unpublish(to_bdev(ibmr->device), mr);
+	if (err)
+		return err;
+	bzc_mr_destroy(mr);
 	return 0;
 }
 
-/* Find a registered MR by lkey or rkey, with a reference. */
+/*
+ * ibv_rereg_mr. Access and PD change in place (the core sets ibmr.pd when
+ * this returns NULL); the data path reads them once per lookup, so an
+ * operation already under way finishes with the old ones. A new
+ * translation, or write rights on pages pinned read-only, needs new
+ * pages: that is a new MR with new keys, which the core puts in place of
+ * the old one and then deregisters it, waiting for its in-flight users.
+ */
+struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				u64 length, u64 iova, int access,
+				struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct bzc_dev *bdev = to_bdev(ibmr->device);
+	struct bzc_mr *mr = to_bmr(ibmr);
+	struct ib_mr *new;
+
+	if (flags & ~(IB_MR_REREG_TRANS | IB_MR_REREG_PD | IB_MR_REREG_ACCESS))
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!(flags & IB_MR_REREG_ACCESS))
+		access = mr->access;
+	if (access & ~BZC_MR_ACCESS)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return ERR_PTR(-EOPNOTSUPP);
+	/* IBA: not while windows are bound to it. */
+	if (atomic_read(&mr->num_mw))
+		return ERR_PTR(-EBUSY);
+
+	if (!(flags & IB_MR_REREG_TRANS) &&
+	    (mr->umem->writable || !ib_access_writable(access))) {
+		WRITE_ONCE(mr->access, access);
+		return NULL;
+	}
+
+	if (!(flags & IB_MR_REREG_TRANS)) {
+		start = mr->umem->address;
+		length = mr->length;
+		iova = mr->iova;
+	}
+	new = bzc_reg_user_mr(ibpd, start, length, iova, access, udata);
+	if (IS_ERR(new))
+		return new;
+	/* The old keys stop resolving now, unless a bind won the race. */
+	if (bzc_mr_unpublish(bdev, mr)) {
+		bzc_mr_unpublish(bdev, to_bmr(new));
+		bzc_mr_destroy(to_bmr(new));
+		return ERR_PTR(-EBUSY);
+	}
+	return new;
+}
+
+/* Find a registered MR by lkey, with a reference. */
 struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key)
 {
 	struct bzc_mr *mr;
@@ -133,10 +215,46 @@ struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key)
 	xa_lock(&bdev->mr_xa);
 	mr = xa_load(&bdev->mr_xa, key >> 8);
 	/* A cached MR dies with its range when the process remaps it. */
-	if (mr && (mr->ibmr.lkey != key ||
+	if (mr && (xa_pointer_tag(mr) || mr->ibmr.lkey != key ||
 		   (mr->ent && !bzc_mrc_ent_valid(mr->ent)) ||
 		   !refcount_inc_not_zero(&mr->refcnt)))
 		mr = NULL;
+	xa_unlock(&bdev->mr_xa);
+	return mr;
+}
+
+/*
+ * Resolve a remote access to [addr, addr + len) by `rkey` arriving at `qp`
+ * with `access` (one IB_ACCESS_REMOTE_* right): through an MR of the QP's
+ * PD, or through a window bound to one. Returns the MR with a reference
+ * and the offset of addr in it, or NULL when the key, PD, QP, rights or
+ * bounds do not allow it.
+ */
+struct bzc_mr *bzc_rkey_get(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
+			    u64 addr, u64 len, int access, u64 *off)
+{
+	struct bzc_mr *mr;
+	void *entry;
+
+	xa_lock(&bdev->mr_xa);
+	entry = xa_load(&bdev->mr_xa, rkey >> 8);
+	if (!entry) {
+		mr = NULL;
+	} else if (xa_pointer_tag(entry) == BZC_KEY_TAG_MW) {
+		mr = bzc_mw_resolve(xa_untag_pointer(entry), rkey, qp, addr,
+				    len, access, off);
+	} else {
+		mr = entry;
+		if (mr->ibmr.rkey != rkey || mr->ibmr.pd != qp->ibqp.pd ||
+		    (mr->ent && !bzc_mrc_ent_valid(mr->ent)) ||
+		    (READ_ONCE(mr->access) & access) != access ||
+		    addr < mr->iova || len > mr->length ||
+		    addr - mr->iova > mr->length - len ||
+		    !refcount_inc_not_zero(&mr->refcnt))
+			mr = NULL;
+		else
+			*off = addr - mr->iova;
+	}
 	xa_unlock(&bdev->mr_xa);
 	return mr;
 }

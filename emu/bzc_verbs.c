@@ -45,7 +45,9 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_qp_wr = BZC_MAX_QP_WR;
 	a->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID |
 			      IB_DEVICE_PORT_ACTIVE_EVENT |
-			      IB_DEVICE_RC_RNR_NAK_GEN;
+			      IB_DEVICE_RC_RNR_NAK_GEN |
+			      IB_DEVICE_MEM_WINDOW |
+			      IB_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
 	a->max_send_sge = BZC_MAX_SGE;
 	a->max_recv_sge = BZC_MAX_SGE;
@@ -62,12 +64,8 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_srq = BZC_MAX_SRQ;
 	a->max_srq_wr = BZC_MAX_QP_WR;
 	a->max_srq_sge = BZC_MAX_SGE;
-	/*
-	 * Memory windows are not implemented yet: advertise none, so that
-	 * applications (UCX, MPI) that size by this do not try them.
-	 */
 	a->max_ah = BZC_MAX_AH;
-	a->max_mw = 0;
+	a->max_mw = BZC_MAX_MW;	/* shares the key table with the MRs */
 	a->max_pkeys = BZC_PKEY_TBL_LEN;
 	a->local_ca_ack_delay = 15;
 }
@@ -217,6 +215,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.driver_id = BZC_RDMA_DRIVER_ID,
 	.uverbs_abi_ver = BZC_UVERBS_ABI_VERSION,
 
+	.alloc_mw = bzc_alloc_mw,
 	.alloc_pd = bzc_alloc_pd,
 	.create_ah = bzc_create_ah,
 	.create_cq = bzc_create_cq,
@@ -225,6 +224,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.create_user_ah = bzc_create_ah,
 	.alloc_ucontext = bzc_alloc_ucontext,
 	.dealloc_driver = bzc_dealloc_driver,
+	.dealloc_mw = bzc_dealloc_mw,
 	.dealloc_pd = bzc_dealloc_pd,
 	.dealloc_ucontext = bzc_dealloc_ucontext,
 	.dereg_mr = bzc_dereg_mr,
@@ -249,10 +249,12 @@ const struct ib_device_ops bzc_dev_ops = {
 	.query_qp = bzc_query_qp,
 	.query_srq = bzc_query_srq,
 	.reg_user_mr = bzc_reg_user_mr,
+	.rereg_user_mr = bzc_rereg_user_mr,
 	.resize_cq = bzc_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, bzc_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, bzc_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, bzc_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, bzc_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, bzc_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, bzc_srq, ibsrq),

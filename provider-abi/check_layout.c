@@ -20,7 +20,8 @@
  *     context opened by ibv_open_device() (which also reads
  *     verbs_device.ops, .sysfs and verbs_device_ops.alloc_context).
  *  6. The command helpers (ibv_cmd_create_cq, _create_cq_ex, _resize_cq,
- *     _destroy_cq, _reg_mr, _rereg_mr, _dereg_mr, _create_qp,
+ *     _destroy_cq, _reg_mr, _rereg_mr, _dereg_mr, _alloc_mw, _dealloc_mw,
+ *     _create_qp,
  *     _create_qp_ex2, _modify_qp, _query_qp, _destroy_qp, _post_send and
  *     _post_recv as doorbells, _modify_srq, _query_srq, _create_ah,
  *     _destroy_ah), the command
@@ -741,6 +742,51 @@ static void check_mr_commands(struct ibv_context *ibctx)
 	CHECK(dereg.core_payload.mr_handle == 0x77);
 }
 
+static void check_mw_commands(struct ibv_context *ibctx)
+{
+	struct ibv_pd pd = { .context = ibctx, .handle = 0x68 };
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_dealloc_mw core_payload;
+	} dealloc;
+	struct ib_uverbs_alloc_mw_resp resp;
+	struct ibv_alloc_mw cmd;
+	struct ibv_mw mw;
+	uint8_t w[sizeof(struct ibv_alloc_mw)];
+	int ret;
+
+	/* ibv_cmd_alloc_mw() */
+	memset(&mw, 0, sizeof(mw));
+	memset(&cmd, 0xff, sizeof(cmd));
+	resp.mw_handle = 0x79;
+	resp.rkey = 0x1234;
+	ret = ibv_cmd_alloc_mw(&pd, IBV_MW_TYPE_2, &mw, &cmd, sizeof(cmd),
+			       &resp, sizeof(resp));
+	CHECK(ret == 0);
+	read_command(w, sizeof(cmd));
+	CHECK(memcmp(w, &cmd, sizeof(cmd)) == 0);
+	CHECK_WRITE_HDR(cmd.hdr, IB_USER_VERBS_CMD_ALLOC_MW, sizeof(cmd),
+			sizeof(resp));
+	CHECK(cmd.core_payload.response == (uintptr_t)&resp);
+	CHECK(cmd.core_payload.pd_handle == 0x68);
+	CHECK(cmd.core_payload.mw_type == IBV_MW_TYPE_2);
+	CHECK(cmd.core_payload.reserved[0] == 0 &&
+	      cmd.core_payload.reserved[2] == 0);
+	CHECK(mw.context == ibctx);
+	CHECK(mw.pd == &pd);
+	CHECK(mw.rkey == 0x1234);
+	CHECK(mw.handle == 0x79);
+	CHECK(mw.type == IBV_MW_TYPE_2);
+
+	/* ibv_cmd_dealloc_mw(): no response. */
+	ret = ibv_cmd_dealloc_mw(&mw);
+	CHECK(ret == 0);
+	read_command(&dealloc, sizeof(dealloc));
+	CHECK_WRITE_HDR(dealloc.hdr, IB_USER_VERBS_CMD_DEALLOC_MW,
+			sizeof(dealloc), 0);
+	CHECK(dealloc.core_payload.mw_handle == 0x79);
+}
+
 static void check_qp_create(struct ibv_context *ibctx)
 {
 	struct ibv_pd pd = { .context = ibctx, .handle = 0x31 };
@@ -1142,6 +1188,7 @@ static void check_commands(void)
 	ctx = open_pipe_context();
 	if (ctx) {
 		check_mr_commands(&ctx->vctx.context);
+		check_mw_commands(&ctx->vctx.context);
 		close_pipe_context(ctx);
 	}
 

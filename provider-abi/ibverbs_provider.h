@@ -472,6 +472,11 @@ struct ibv_rereg_mr {
 	struct ib_uverbs_rereg_mr core_payload;
 };
 
+struct ibv_alloc_mw {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_alloc_mw core_payload;
+};
+
 struct ibv_create_qp {
 	struct ib_uverbs_cmd_hdr hdr;
 	struct ib_uverbs_create_qp core_payload;
@@ -634,6 +639,18 @@ int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr,
 
 /* Destroys vmr->ibv_mr.handle in the kernel; does not free @vmr. */
 int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
+
+/*
+ * ALLOC_MW (write()); @cmd is required.  Sets context, pd, rkey, handle
+ * and type of @mw.
+ */
+int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
+		     struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
+		     size_t cmd_size, struct ib_uverbs_alloc_mw_resp *resp,
+		     size_t resp_size);
+
+/* Destroys mw->handle in the kernel (ioctl, else write()); no free. */
+int ibv_cmd_dealloc_mw(struct ibv_mw *mw);
 
 /*
  * CREATE_QP for ibv_create_qp() (ioctl, else write()).  @cmd may be NULL
@@ -820,6 +837,10 @@ BZC_PABI_ASSERT(offsetof(struct ibv_rereg_mr, core_payload) == 8);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_rereg_mr) == 48);
 BZC_PABI_ASSERT(sizeof(struct ibv_rereg_mr) == 56);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_rereg_mr_resp) == 8);
+BZC_PABI_ASSERT(offsetof(struct ibv_alloc_mw, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_alloc_mw) == 16);
+BZC_PABI_ASSERT(sizeof(struct ibv_alloc_mw) == 24);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_alloc_mw_resp) == 8);
 
 BZC_PABI_ASSERT(offsetof(struct ibv_create_qp, core_payload) == 8);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_create_qp) == 56);

@@ -175,26 +175,15 @@ def test_pyverbs_context_close_closes_pds():
 # Verbs the device does not implement yet.  These document the contract (a
 # clean EOPNOTSUPP, nothing in the kernel log, the context still usable) and
 # are meant to be replaced by real tests when the verb lands.  (CQs and MRs
-# landed with the CQ-ring/MR commit, then QPs, AHs and SRQs (test_srq.py):
-# their "not yet" tests were removed.)  A device must also not advertise a resource
-# it cannot create: applications size themselves from query_device.
+# landed with the CQ-ring/MR commit, then QPs, AHs, SRQs (test_srq.py) and
+# memory windows (test_mw.py): their "not yet" tests were removed.)  A device
+# must also not advertise a resource it cannot create: applications size themselves from query_device.
 # ---------------------------------------------------------------------------
 
 def _assert_eopnotsupp(fn):
     with pytest.raises(PyverbsRDMAError) as ex:
         fn()
     assert ex.value.error_code == errno.EOPNOTSUPP, str(ex.value)
-
-
-def test_mw_not_yet_supported(ctx):
-    from pyverbs.mr import MW
-    pd = PD(ctx)
-    try:
-        _assert_eopnotsupp(lambda: MW(pd, e.IBV_MW_TYPE_1))
-    finally:
-        pd.close()
-    a = ctx.query_device()
-    assert a.max_mw == 0, f'max_mw {a.max_mw} advertised without MWs'
 
 
 def test_dm_not_yet_supported(ctx):

@@ -60,6 +60,8 @@ enum bzc_wqe_flags {
 	BZC_WQE_SOLICITED = 1 << 1,
 	BZC_WQE_FENCE = 1 << 2,
 	BZC_WQE_INLINE = 1 << 3,
+	/* A BIND_MW WQE from ibv_bind_mw() (type 1), not a bind work request. */
+	BZC_WQE_BIND_TYPE1 = 1 << 4,
 };
 
 /* bzc_bulk_wqe.opcode */

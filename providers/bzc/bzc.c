@@ -2,9 +2,9 @@
 /*
  * bzc: userspace verbs provider for the bzc bulk zero-copy RDMA device.
  * This file: device matching, context, PD.  cq.c: completion queues.
- * mr.c: memory regions.  qp.c: queue pairs and the receive queue.  srq.c:
- * shared receive queues.  wr.c: the send queue (ibv_post_send and the
- * ibv_wr_* API).  ah.c: address handles.
+ * mr.c: memory regions.  mw.c: memory windows.  qp.c: queue pairs and the
+ * receive queue.  srq.c: shared receive queues.  wr.c: the send queue
+ * (ibv_post_send and the ibv_wr_* API).  ah.c: address handles.
  *
  * The control path goes through the libibverbs ibv_cmd_* helpers, which
  * use the uverbs ioctl interface and fall back to write() on old kernels.
@@ -119,7 +119,9 @@ static void bzc_free_context(struct ibv_context *ibctx)
  * header and needs no bookkeeping when an event is read.
  */
 static const struct verbs_context_ops bzc_ctx_ops = {
+	.alloc_mw = bzc_alloc_mw,
 	.alloc_pd = bzc_alloc_pd,
+	.bind_mw = bzc_bind_mw,
 	.create_ah = bzc_create_ah,
 	.create_cq = bzc_create_cq,
 	.create_cq_ex = bzc_create_cq_ex,
@@ -127,6 +129,7 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.create_qp_ex = bzc_create_qp_ex,
 	.create_srq = bzc_create_srq,
 	.create_srq_ex = bzc_create_srq_ex,
+	.dealloc_mw = bzc_dealloc_mw,
 	.dealloc_pd = bzc_dealloc_pd,
 	.dereg_mr = bzc_dereg_mr,
 	.destroy_ah = bzc_destroy_ah,

@@ -315,6 +315,7 @@ int bzc_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int bzc_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 int bzc_resize_cq(struct ibv_cq *ibcq, int cqe);
 int bzc_destroy_cq(struct ibv_cq *ibcq);
+void bzc_cq_clean(struct ibv_cq *ibcq, uint32_t qpn);
 
 /* mr.c */
 struct ibv_mr *bzc_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
@@ -325,6 +326,12 @@ int bzc_dereg_mr(struct verbs_mr *vmr);
 
 /* A WQE's num_sge is 8 bits wide. */
 #define BZC_MAX_WQE_SGE 255U
+
+/* mw.c */
+struct ibv_mw *bzc_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int bzc_dealloc_mw(struct ibv_mw *mw);
+int bzc_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
+		struct ibv_mw_bind *mw_bind);
 
 /* qp.c */
 int bzc_wq_map(struct ibv_context *context, struct bzc_wq *wq,
@@ -361,6 +368,8 @@ uint64_t bzc_send_ops_supported(enum ibv_qp_type qp_type);
 void bzc_qp_init_wr_ops(struct bzc_qp *qp);
 int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		  struct ibv_send_wr **bad_wr);
+int bzc_post_bind_type1(struct bzc_qp *qp, const struct ibv_mw_bind *mw_bind,
+			uint32_t rkey);
 
 /* ah.c */
 struct ibv_ah *bzc_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);

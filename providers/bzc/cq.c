@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include <rdma/bzc_user_ioctl_verbs.h>
@@ -221,6 +222,38 @@ int bzc_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 
 	bzc_cq_unlock(cq);
 	return n;
+}
+
+/*
+ * Drop the unpolled completions of QP @qpn (the QP went to RESET, which
+ * discards its work, as mlx4/mlx5 do): the others move up, in order,
+ * over the dropped ones, and cons advances past the gap.  Only slots
+ * between cons and the prod read here are touched; the kernel writes
+ * beyond prod only, and a cons that moves forward only gives it room.
+ * Must not be called between start_poll and end_poll on this thread.
+ */
+void bzc_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
+{
+	struct bzc_cq *cq = to_bcq(ibcq);
+	uint32_t i, removed = 0;
+	int64_t avail;
+
+	bzc_cq_lock(cq);
+	avail = bzc_cq_avail(cq);
+	for (i = (uint32_t)(avail > 0 ? avail : 0); i-- > 0;) {
+		const struct bzc_cqe *cqe = bzc_cq_slot(cq, cq->cons + i);
+
+		if (le32toh(cqe->qp_num) == qpn)
+			removed++;
+		else if (removed)
+			memcpy((void *)bzc_cq_slot(cq, cq->cons + i + removed),
+			       cqe, sizeof(*cqe));
+	}
+	if (removed) {
+		cq->cons += removed;
+		bzc_cq_publish_cons(cq);
+	}
+	bzc_cq_unlock(cq);
 }
 
 /* ---------------------------------------------------------------------- */

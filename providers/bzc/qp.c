@@ -286,6 +286,13 @@ int bzc_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask)
 	if (attr_mask & IBV_QP_STATE)
 		__atomic_store_n(&qp->state, (int)attr->qp_state,
 				 __ATOMIC_RELAXED);
+	/* Reset discards the QP's work, completions not yet polled too. */
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		if (ibqp->recv_cq)
+			bzc_cq_clean(ibqp->recv_cq, ibqp->qp_num);
+		if (ibqp->send_cq && ibqp->send_cq != ibqp->recv_cq)
+			bzc_cq_clean(ibqp->send_cq, ibqp->qp_num);
+	}
 	return 0;
 }
 

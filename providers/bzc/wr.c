@@ -368,6 +368,34 @@ int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/*
+ * ibv_bind_mw() of a type 1 window (mw.c): one BIND_MW WQE marked
+ * BZC_WQE_BIND_TYPE1, posted and rung like a one-WR ibv_post_send().
+ */
+int bzc_post_bind_type1(struct bzc_qp *qp, const struct ibv_mw_bind *mw_bind,
+			uint32_t rkey)
+{
+	struct bzc_send_wqe *wqe;
+	int ret;
+
+	ret = bzc_sq_check_state(qp);
+	if (ret)
+		return ret;
+
+	pthread_spin_lock(&qp->sq.lock);
+	ret = bzc_wqe_start(qp, qp->sq.prod, mw_bind->wr_id, IBV_WR_BIND_MW,
+			    mw_bind->send_flags, &wqe);
+	if (!ret) {
+		bzc_wqe_set_bind(wqe, rkey, &mw_bind->bind_info);
+		wqe->flags |= BZC_WQE_BIND_TYPE1;
+		qp->sq.prod++;
+		bzc_wq_publish(&qp->sq);
+	}
+	pthread_spin_unlock(&qp->sq.lock);
+
+	return ret ? ret : bzc_sq_doorbell(qp);
+}
+
 /* ---------------------------------------------------------------------- */
 /* The ibv_wr_* API                                                         */
 /* ---------------------------------------------------------------------- */
