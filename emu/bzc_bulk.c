@@ -407,6 +407,7 @@ static void bzc_bulk_free(struct bzc_bulk_chan *chan, struct list_head *done)
 			bzc_chan_put(req->target);
 		kfree(req);
 	}
+	INIT_LIST_HEAD(done);
 	wake_up(&chan->idle);
 }
 

@@ -256,7 +256,7 @@ struct bzc_bulk_wqe {
 	__le16 num_sge;
 	__le32 rkey;
 	__le32 remote_chan;		/* bzc_bulk_chan_create_resp.chan_num */
-	__le32 imm_data;		/* WRITE_WITH_IMM: host order, as verbs */
+	__le32 imm_data;		/* WRITE_WITH_IMM: host order, as in QP WQEs */
 };
 
 #define BZC_BULK_WQE_SGE_OFFSET 32
