@@ -183,8 +183,9 @@ struct bzcdv_bulk_wr {
  * Returns 0, or with *@bad_wr at the first WR not queued: EINVAL (num_sge
  * above chan->max_sge, unknown opcode or flags, sg_list NULL with num_sge
  * non-zero), ENOMEM (the ring is full: poll completions and retry); the
- * WRs before *@bad_wr are queued and executed.  A failed doorbell (EIO:
- * the device is gone) returns its errno with *@bad_wr = @wr.
+ * WRs before *@bad_wr are queued and executed.  A failed doorbell returns
+ * its errno with *@bad_wr = @wr (EIO: the device is gone; EPERM: not the
+ * PD's process, e.g. a forked child).
  */
 int bzcdv_post_bulk(struct bzcdv_bulk_chan *chan, struct bzcdv_bulk_wr *wr,
 		    struct bzcdv_bulk_wr **bad_wr);
@@ -215,10 +216,10 @@ struct bzcdv_mr_cached {
  * that until evicted or the memory is unmapped.
  * Kernel: BZC_OBJECT_CACHED_MR / BZC_METHOD_CACHED_MR_REG.
  * Returns the registration, or NULL with errno: EOPNOTSUPP (no bulk
- * support), EINVAL (NULL pd, length 0, unknown access bits, a range that
- * wraps), ENOMEM, or the kernel's errno (EFAULT: memory not mapped with
- * the access asked for; the cache disabled or full: see
- * bzcdv_reg_mr_cached(3)).
+ * support, or the cache is disabled: mr_cache_max_bytes 0), EINVAL (NULL
+ * pd, length 0, unknown access bits, a range that wraps), ENOMEM, or the
+ * kernel's errno (EFAULT: memory not mapped with the access asked for;
+ * see bzcdv_reg_mr_cached(3)).
  */
 struct bzcdv_mr_cached *bzcdv_reg_mr_cached(struct ibv_pd *pd, void *addr,
 					    size_t length, unsigned int access);
