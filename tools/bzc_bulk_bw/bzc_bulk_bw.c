@@ -161,6 +161,7 @@ static void side_init(struct ibv_context *ctx, struct side *s, uint64_t len,
 {
 	struct bzcdv_bulk_chan_init_attr attr = {};
 
+	memset(s, 0, sizeof(*s));
 	s->pd = ibv_alloc_pd(ctx);
 	if (!s->pd)
 		die("ibv_alloc_pd", errno);
@@ -368,7 +369,7 @@ static void xfer(int fd, void *p, size_t len, bool out)
 	}
 }
 
-static int tcp_connect(void)
+static int tcp_connect_once(void)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
 	int fd = -1, one = 1, ret;
@@ -402,10 +403,31 @@ static int tcp_connect(void)
 		close(fd);
 		fd = -1;
 	}
+	ret = errno;
 	freeaddrinfo(res);
-	if (fd < 0)
-		die(opt.mode == SERVER ? "listen/accept" : "connect", errno);
+	errno = ret;
 	return fd;
+}
+
+/*
+ * The server's socket, or the client's connection; a client retries for a
+ * while, since the server may still be registering its buffer.
+ */
+static int tcp_connect(void)
+{
+	double end = now() + 30;
+	int fd;
+
+	for (;;) {
+		fd = tcp_connect_once();
+		if (fd >= 0)
+			return fd;
+		if (opt.mode == SERVER || errno != ECONNREFUSED || now() > end)
+			break;
+		usleep(200 * 1000);
+	}
+	die(opt.mode == SERVER ? "listen/accept" : "connect", errno);
+	return -1;
 }
 
 static int server(void)
