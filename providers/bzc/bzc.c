@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * bzc: userspace verbs provider for the bzc bulk zero-copy RDMA device.
- * This file: device matching, context, PD.  cq.c: completion queues.
- * mr.c: memory regions.  mw.c: memory windows.  qp.c: queue pairs and the
- * receive queue.  srq.c: shared receive queues.  wr.c: the send queue
- * (ibv_post_send and the ibv_wr_* API).  ah.c: address handles.
+ * This file: device matching, context, PD.  dv_cmd.c, bulk.c, mr_cache.c:
+ * the direct verbs of bzcdv.h (bulk channels, the MR cache).  cq.c:
+ * completion queues.  mr.c: memory regions.  mw.c: memory windows.  qp.c:
+ * queue pairs and the receive queue.  srq.c: shared receive queues.  wr.c:
+ * the send queue (ibv_post_send and the ibv_wr_* API).  ah.c: address
+ * handles.
  *
  * The control path goes through the libibverbs ibv_cmd_* helpers, which
  * use the uverbs ioctl interface and fall back to write() on old kernels.
@@ -226,3 +228,18 @@ static const struct verbs_device_ops bzc_dev_ops = {
 	.alloc_context = bzc_alloc_context,
 };
 PROVIDER_DRIVER(bzc, bzc_dev_ops);
+
+/*
+ * libbzc.so.1 and the plugin libbzc-rdmav34.so are one file, so an
+ * application linking the former and libibverbs loading the latter share
+ * bzc_dev_ops: a device is bzc's exactly when it uses these ops.
+ */
+bool bzc_is_bzc_device(struct ibv_device *ibdev)
+{
+	return ibdev && verbs_get_device(ibdev)->ops == &bzc_dev_ops;
+}
+
+BZC_EXPORT bool bzcdv_is_supported(struct ibv_device *device)
+{
+	return bzc_is_bzc_device(device);
+}

@@ -17,7 +17,11 @@
  * <infiniband/driver.h>.
  */
 #include <ibverbs_provider.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
 #include <rdma/bzc-abi.h>
+
+#include "bzcdv.h"
+
 
 struct bzc_device {
 	struct verbs_device ibv_dev;
@@ -304,6 +308,66 @@ static inline void bzc_wq_publish(struct bzc_wq *wq)
 {
 	__atomic_store_n(&wq->hdr->prod, htole32(wq->prod), __ATOMIC_RELEASE);
 }
+
+/*
+ * The direct verbs (bzcdv.h): exported through bzc.map; everything else in
+ * the library is hidden.
+ */
+#define BZC_EXPORT __attribute__((visibility("default")))
+
+/* bzc.c: whether @ibdev is a bzc device (driven by this library). */
+bool bzc_is_bzc_device(struct ibv_device *ibdev);
+
+/*
+ * dv_cmd.c: one method call in the bzc driver namespace on the uverbs
+ * ioctl interface.  Built on the stack with bzc_cmd_init(), filled with
+ * the bzc_cmd_add_*() helpers, run with bzc_cmd_exec().
+ */
+#define BZC_CMD_MAX_ATTRS 6
+
+struct bzc_cmd {
+	struct ib_uverbs_ioctl_hdr hdr;
+	struct ib_uverbs_attr attrs[BZC_CMD_MAX_ATTRS];
+};
+
+void bzc_cmd_init(struct bzc_cmd *cmd, uint16_t object_id,
+		  uint16_t method_id);
+/* An IDR attribute naming an existing object by its kernel handle. */
+void bzc_cmd_add_idr(struct bzc_cmd *cmd, uint16_t attr_id, uint32_t handle);
+/* A new object's handle: the kernel writes it into the attribute. */
+struct ib_uverbs_attr *bzc_cmd_add_idr_new(struct bzc_cmd *cmd,
+					   uint16_t attr_id);
+void bzc_cmd_add_ptr_in(struct bzc_cmd *cmd, uint16_t attr_id,
+			const void *ptr, size_t len);
+void bzc_cmd_add_ptr_out(struct bzc_cmd *cmd, uint16_t attr_id, void *ptr,
+			 size_t len);
+/* 0 or the errno of the ioctl. */
+int bzc_cmd_exec(struct ibv_context *context, struct bzc_cmd *cmd);
+/*
+ * 0 if @context is a bzc device whose kernel has the bulk objects,
+ * EOPNOTSUPP otherwise.
+ */
+int bzc_check_bulk(struct ibv_context *context);
+
+/* bulk.c: the provider side of a bzcdv_bulk_chan. */
+struct bzc_bulk_chan {
+	struct bzcdv_bulk_chan dv;	/* first: the public part */
+	uint32_t handle;		/* the kernel's object handle */
+	pthread_spinlock_t lock;	/* the ring below */
+	struct bzc_wq_ring_hdr *hdr;
+	size_t ring_len;
+	uint8_t *wqes;
+	uint32_t entries;		/* a power of two */
+	uint32_t wqe_shift;
+	uint32_t prod;			/* free running, as in struct bzc_wq */
+	uint32_t cons;			/* last hdr->cons seen */
+};
+
+/* mr_cache.c: the provider side of a bzcdv_mr_cached. */
+struct bzc_mr_cached {
+	struct bzcdv_mr_cached dv;	/* first: the public part */
+	uint32_t handle;
+};
 
 /* cq.c */
 struct ibv_cq *bzc_create_cq(struct ibv_context *context, int cqe,

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
+/*
+ * bzcdv: direct verbs of the bzc bulk zero-copy RDMA device.
+ *
+ * Link with -lbzc (pkg-config libbzc).  The library is also the libibverbs
+ * provider of bzc devices (libbzc-rdmav34.so is a link to libbzc.so.1), so
+ * the objects below work on contexts, PDs and CQs opened with the ordinary
+ * ibv_* calls.  The man pages bzcdv(7) and bzcdv_*(3) describe the
+ * semantics in full.
+ *
+ * Conventions:
+ *  - Functions returning int return 0 or a positive errno value (and leave
+ *    errno alone); functions returning a pointer return NULL and set errno.
+ *  - Every function but bzcdv_is_supported() fails with EOPNOTSUPP on a
+ *    context that is not a bzc device, or whose kernel driver lacks the
+ *    bulk objects (BZC_CAP_BULK).
+ *  - comp_mask of an input struct names the optional fields the caller
+ *    filled in; a bit this library does not know fails with EINVAL.
+ *    comp_mask of an output struct (the query functions) is in/out as in
+ *    mlx5dv_query_device(): on input the optional fields the caller wants,
+ *    on output those that were filled in; unknown bits are cleared, not an
+ *    error, and the base fields are always filled in.
+ *  - Lengths and addresses are bytes; depths are entries (WQEs).
+ */
+#ifndef _INFINIBAND_BZCDV_H_
+#define _INFINIBAND_BZCDV_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Completion opcode (ibv_wc.opcode) of a bulk COPY.  Bulk WRITE and
+ * WRITE_WITH_IMM complete as IBV_WC_RDMA_WRITE, READ as IBV_WC_RDMA_READ;
+ * the target of a WRITE_WITH_IMM gets IBV_WC_RECV_RDMA_WITH_IMM.
+ */
+#define BZCDV_WC_BULK_COPY IBV_WC_DRIVER1
+
+/*
+ * Whether @device is driven by this library (a bzc device).  Whether its
+ * kernel driver has bulk channels shows when a bzcdv_* call on an open
+ * context fails with EOPNOTSUPP.  No system call.
+ */
+bool bzcdv_is_supported(struct ibv_device *device);
+
+/* ---------------------------------------------------------------------- */
+/* Device limits                                                            */
+/* ---------------------------------------------------------------------- */
+
+/* bzcdv_device_attr.comp_mask: no optional fields yet. */
+enum bzcdv_device_attr_mask {
+	BZCDV_DEVICE_ATTR_MASK_ALL = 0,
+};
+
+struct bzcdv_device_attr {
+	uint64_t comp_mask;		/* in/out, see above */
+	uint64_t max_bulk_len;		/* bytes one bulk WR may move */
+	uint64_t mr_cache_max_bytes;	/* bytes a PD's MR cache keeps pinned;
+					   0: the cache is disabled */
+	uint32_t max_bulk_sge;		/* SGEs in one bulk WR */
+	uint32_t max_chan_depth;	/* largest channel depth, in WQEs */
+	uint32_t seg_bytes;		/* bytes a worker copies at a time */
+	uint32_t workers;		/* workers one WR is spread over */
+};
+
+/*
+ * Fills @attr with the bulk limits of @ctx's device.
+ * Kernel: BZC_OBJECT_DEVICE / BZC_METHOD_QUERY_BULK_CAPS.
+ * Returns 0, EOPNOTSUPP (no bulk support), or the ioctl's errno (EIO once
+ * the device is gone).
+ */
+int bzcdv_query_device(struct ibv_context *ctx, struct bzcdv_device_attr *attr);
+
+/* ---------------------------------------------------------------------- */
+/* Bulk channels                                                            */
+/* ---------------------------------------------------------------------- */
+
+/* bzcdv_bulk_chan_init_attr.comp_mask */
+enum bzcdv_bulk_chan_init_attr_mask {
+	/* recv_cq is valid: WRITE_WITH_IMM arrivals complete there. */
+	BZCDV_BULK_CHAN_INIT_ATTR_MASK_RECV_CQ = 1 << 0,
+};
+
+struct bzcdv_bulk_chan_init_attr {
+	uint64_t comp_mask;	/* enum bzcdv_bulk_chan_init_attr_mask */
+	struct ibv_pd *pd;	/* whose lkeys (and MR cache) WRs use */
+	struct ibv_cq *cq;	/* one completion per bulk WR */
+	uint32_t depth;		/* WRs outstanding at once, 1..max_chan_depth */
+	struct ibv_cq *recv_cq;	/* with ..._MASK_RECV_CQ */
+};
+
+/*
+ * A bulk channel.  Read-only for the application; chan_num is what other
+ * channels (of this or another process on the same device) name it by.
+ */
+struct bzcdv_bulk_chan {
+	struct ibv_context *context;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_cq *recv_cq;		/* NULL without one */
+	uint32_t chan_num;
+	uint32_t depth;			/* ring slots, >= the requested depth */
+	uint32_t max_sge;		/* SGEs one WR of this channel may carry */
+};
+
+/*
+ * Creates a bulk channel on @attr->pd with completions on @attr->cq (and
+ * WRITE_WITH_IMM arrivals on @attr->recv_cq).  All must belong to @ctx.
+ * Size the CQs for the WRs the application keeps outstanding: every WR
+ * completes, and the library does not count completions.
+ * Kernel: BZC_OBJECT_BULK_CHAN / BZC_METHOD_BULK_CHAN_CREATE, then mmap of
+ * the channel's ring on the uverbs fd.
+ * Returns the channel, or NULL with errno: EOPNOTSUPP (no bulk support),
+ * EINVAL (unknown comp_mask bit, missing pd/cq, objects of another
+ * context, depth 0 or above max_chan_depth), ENOMEM, EPROTO (the kernel
+ * described a ring this library cannot use), or the ioctl's errno.
+ */
+struct bzcdv_bulk_chan *
+bzcdv_create_bulk_chan(struct ibv_context *ctx,
+		       struct bzcdv_bulk_chan_init_attr *attr);
+
+/*
+ * Destroys @chan.  WRs the device has not finished complete with
+ * IBV_WC_WR_FLUSH_ERR on the channel's CQ before this returns.  The CQs
+ * and PD stay the application's.
+ * Kernel: BZC_OBJECT_BULK_CHAN / BZC_METHOD_BULK_CHAN_DESTROY.
+ * Returns 0 or the ioctl's errno (then @chan is still valid).
+ */
+int bzcdv_destroy_bulk_chan(struct bzcdv_bulk_chan *chan);
+
+enum bzcdv_bulk_opcode {
+	/* sg_list -> (remote_addr, rkey) of channel remote_chan */
+	BZCDV_BULK_WRITE = 0,
+	/* the same, then a completion on remote_chan's recv_cq */
+	BZCDV_BULK_WRITE_WITH_IMM = 1,
+	/* (remote_addr, rkey) of channel remote_chan -> sg_list */
+	BZCDV_BULK_READ = 2,
+	/* sg_list -> (remote_addr, rkey as an lkey of this PD, 0: cache) */
+	BZCDV_BULK_COPY = 3,
+};
+
+enum bzcdv_bulk_wr_flags {
+	/* Start only after every earlier WR of the channel completed. */
+	BZCDV_BULK_FENCE = 1 << 0,
+};
+
+/*
+ * One local range.  lkey 0: addr is a virtual address of this process,
+ * served by the PD's MR cache (pinned on first use).
+ */
+struct bzcdv_sge {
+	uint64_t addr;
+	uint64_t length;	/* bytes; the WR moves the sum of all SGEs */
+	uint32_t lkey;
+};
+
+struct bzcdv_bulk_wr {
+	uint64_t wr_id;
+	struct bzcdv_bulk_wr *next;
+	struct bzcdv_sge *sg_list;
+	uint32_t num_sge;		/* 0..chan->max_sge */
+	enum bzcdv_bulk_opcode opcode;
+	uint32_t flags;			/* enum bzcdv_bulk_wr_flags */
+	__be32 imm_data;		/* WRITE_WITH_IMM, network order as verbs */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t remote_chan;		/* chan_num of the far channel */
+};
+
+/*
+ * Queues the chain of WRs @wr on @chan and rings the doorbell once.  Each
+ * WR gets exactly one completion on chan->cq, in posting order, with
+ * wr_id, status, opcode and byte_len (bytes moved, 0xffffffff for 4 GiB or
+ * more).  Thread safe.  Nothing is checked against the device beyond the
+ * shape: keys, bounds, lengths above max_bulk_len and unknown channels
+ * are error completions (see bzcdv_post_bulk(3)).
+ * Kernel: BZC_OBJECT_BULK_CHAN / BZC_METHOD_BULK_CHAN_DOORBELL.
+ * Returns 0, or with *@bad_wr at the first WR not queued: EINVAL (num_sge
+ * above chan->max_sge, unknown opcode or flags, sg_list NULL with num_sge
+ * non-zero), ENOMEM (the ring is full: poll completions and retry); the
+ * WRs before *@bad_wr are queued and executed.  A failed doorbell returns
+ * its errno with *@bad_wr = @wr (EIO: the device is gone; EPERM: not the
+ * PD's process, e.g. a forked child).
+ */
+int bzcdv_post_bulk(struct bzcdv_bulk_chan *chan, struct bzcdv_bulk_wr *wr,
+		    struct bzcdv_bulk_wr **bad_wr);
+
+/* ---------------------------------------------------------------------- */
+/* The MR cache                                                             */
+/* ---------------------------------------------------------------------- */
+
+enum bzcdv_mr_cached_flags {
+	/* Served from pages the PD's cache already had pinned. */
+	BZCDV_MR_CACHED_HIT = 1 << 0,
+};
+
+struct bzcdv_mr_cached {
+	struct ibv_pd *pd;
+	void *addr;
+	size_t length;		/* bytes */
+	uint32_t lkey;		/* for bulk WRs and ibv_post_send/recv of pd */
+	uint32_t rkey;
+	uint32_t flags;		/* enum bzcdv_mr_cached_flags */
+};
+
+/*
+ * Registers [addr, addr + length) through @pd's MR cache: pins the pages,
+ * or finds them pinned by an earlier registration.  @access is enum
+ * ibv_access_flags (LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ).  The keys are
+ * valid until bzcdv_release_mr_cached(); the pages stay in the cache after
+ * that until evicted or the memory is unmapped.
+ * Kernel: BZC_OBJECT_CACHED_MR / BZC_METHOD_CACHED_MR_REG.
+ * Returns the registration, or NULL with errno: EOPNOTSUPP (no bulk
+ * support, or the cache is disabled: mr_cache_max_bytes 0), EINVAL (NULL
+ * pd, length 0, unknown access bits, a range that wraps), ENOMEM, or the
+ * kernel's errno (EFAULT: memory not mapped with the access asked for;
+ * see bzcdv_reg_mr_cached(3)).
+ */
+struct bzcdv_mr_cached *bzcdv_reg_mr_cached(struct ibv_pd *pd, void *addr,
+					    size_t length, unsigned int access);
+
+/*
+ * Drops the keys of @mr and frees it.
+ * Kernel: BZC_OBJECT_CACHED_MR / BZC_METHOD_CACHED_MR_RELEASE.
+ * Returns 0 or the ioctl's errno (then @mr is still valid).
+ */
+int bzcdv_release_mr_cached(struct bzcdv_mr_cached *mr);
+
+/* bzcdv_mr_cache_stats.comp_mask: no optional fields yet. */
+enum bzcdv_mr_cache_stats_mask {
+	BZCDV_MR_CACHE_STATS_MASK_ALL = 0,
+};
+
+struct bzcdv_mr_cache_stats {
+	uint64_t comp_mask;	/* in/out, see above */
+	uint64_t hits;		/* lookups served by pinned ranges */
+	uint64_t misses;	/* lookups that pinned pages */
+	uint64_t evictions;	/* ranges unpinned to stay within the limit */
+	uint64_t invalidations;	/* ranges dropped on munmap, mremap, ... */
+	uint64_t pinned_bytes;	/* bytes pinned now */
+	uint64_t entries;	/* ranges cached now */
+};
+
+/*
+ * The counters of @pd's MR cache (they count since the PD was allocated).
+ * Kernel: BZC_OBJECT_DEVICE / BZC_METHOD_QUERY_MR_CACHE.
+ * Returns 0, EOPNOTSUPP (no bulk support), or the ioctl's errno.
+ */
+int bzcdv_query_mr_cache(struct ibv_pd *pd, struct bzcdv_mr_cache_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* _INFINIBAND_BZCDV_H_ */

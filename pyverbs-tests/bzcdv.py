@@ -1,0 +1,595 @@
+# SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
+"""ctypes binding of libbzc.so.1 (<infiniband/bzcdv.h>) for the tests, with
+the few libibverbs calls the bulk tests need (context, PD, CQ, MR, poll).
+
+Everything goes through ctypes rather than pyverbs so that the raw
+ibv_context / ibv_pd / ibv_cq pointers can be handed to bzcdv_* calls.
+The library is the one in the build tree ($BZC_BUILD/providers/bzc/
+libbzc.so.1); RDMAV_DRIVERS makes libibverbs load the same file (through
+the libbzc-rdmav34.so symlink), so bzcdv_is_supported() recognises its
+devices.  Layouts are those of rdma-core 44 on x86-64 and of bzcdv.h.
+"""
+
+import ctypes
+import errno
+import mmap
+import os
+import time
+
+BUILD = os.environ.get('BZC_BUILD') or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), '..', 'build')
+LIB_PATH = os.path.join(BUILD, 'providers', 'bzc', 'libbzc.so.1')
+
+NO_BULK_REASON = 'kernel bzc without BZC_CAP_BULK (bulk channels)'
+
+_ibv = ctypes.CDLL('libibverbs.so.1', use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)
+lib = ctypes.CDLL(LIB_PATH, use_errno=True)
+
+# enum ibv_wc_status / ibv_wc_opcode / flags (verbs.h)
+WC_SUCCESS = 0
+WC_LOC_LEN_ERR = 1
+WC_LOC_QP_OP_ERR = 2
+WC_LOC_PROT_ERR = 4
+WC_WR_FLUSH_ERR = 5
+WC_REM_INV_REQ_ERR = 9
+WC_REM_ACCESS_ERR = 10
+WC_RDMA_WRITE = 1
+WC_RDMA_READ = 2
+WC_RECV_RDMA_WITH_IMM = 129
+WC_DRIVER1 = 135
+WC_BULK_COPY = WC_DRIVER1           # BZCDV_WC_BULK_COPY
+WC_WITH_IMM = 1 << 1
+
+ACCESS_LOCAL_WRITE = 1
+ACCESS_REMOTE_WRITE = 2
+ACCESS_REMOTE_READ = 4
+ACCESS_ALL = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ
+
+# bzcdv.h
+BULK_WRITE = 0
+BULK_WRITE_WITH_IMM = 1
+BULK_READ = 2
+BULK_COPY = 3
+BULK_FENCE = 1 << 0
+CHAN_INIT_ATTR_MASK_RECV_CQ = 1 << 0
+MR_CACHED_HIT = 1 << 0
+BYTE_LEN_SATURATED = 0xffffffff
+OP_WC = {BULK_WRITE: WC_RDMA_WRITE, BULK_WRITE_WITH_IMM: WC_RDMA_WRITE,
+         BULK_READ: WC_RDMA_READ, BULK_COPY: WC_BULK_COPY}
+
+
+class IbvCq(ctypes.Structure):
+    _fields_ = [('context', ctypes.c_void_p), ('channel', ctypes.c_void_p),
+                ('cq_context', ctypes.c_void_p), ('handle', ctypes.c_uint32),
+                ('cqe', ctypes.c_int)]
+
+
+class IbvMr(ctypes.Structure):
+    _fields_ = [('context', ctypes.c_void_p), ('pd', ctypes.c_void_p),
+                ('addr', ctypes.c_void_p), ('length', ctypes.c_size_t),
+                ('handle', ctypes.c_uint32), ('lkey', ctypes.c_uint32),
+                ('rkey', ctypes.c_uint32)]
+
+
+class IbvWc(ctypes.Structure):
+    _fields_ = [('wr_id', ctypes.c_uint64), ('status', ctypes.c_int),
+                ('opcode', ctypes.c_int), ('vendor_err', ctypes.c_uint32),
+                ('byte_len', ctypes.c_uint32), ('imm_data', ctypes.c_uint32),
+                ('qp_num', ctypes.c_uint32), ('src_qp', ctypes.c_uint32),
+                ('wc_flags', ctypes.c_uint), ('pkey_index', ctypes.c_uint16),
+                ('slid', ctypes.c_uint16), ('sl', ctypes.c_uint8),
+                ('dlid_path_bits', ctypes.c_uint8)]
+
+
+assert ctypes.sizeof(IbvWc) == 48
+
+
+class DeviceAttr(ctypes.Structure):
+    _fields_ = [('comp_mask', ctypes.c_uint64),
+                ('max_bulk_len', ctypes.c_uint64),
+                ('mr_cache_max_bytes', ctypes.c_uint64),
+                ('max_bulk_sge', ctypes.c_uint32),
+                ('max_chan_depth', ctypes.c_uint32),
+                ('seg_bytes', ctypes.c_uint32),
+                ('workers', ctypes.c_uint32)]
+
+
+class ChanInitAttr(ctypes.Structure):
+    _fields_ = [('comp_mask', ctypes.c_uint64), ('pd', ctypes.c_void_p),
+                ('cq', ctypes.c_void_p), ('depth', ctypes.c_uint32),
+                ('recv_cq', ctypes.c_void_p)]
+
+
+class BulkChan(ctypes.Structure):
+    _fields_ = [('context', ctypes.c_void_p), ('pd', ctypes.c_void_p),
+                ('cq', ctypes.c_void_p), ('recv_cq', ctypes.c_void_p),
+                ('chan_num', ctypes.c_uint32), ('depth', ctypes.c_uint32),
+                ('max_sge', ctypes.c_uint32)]
+
+
+class Sge(ctypes.Structure):
+    _fields_ = [('addr', ctypes.c_uint64), ('length', ctypes.c_uint64),
+                ('lkey', ctypes.c_uint32)]
+
+
+class BulkWr(ctypes.Structure):
+    pass
+
+
+BulkWr._fields_ = [('wr_id', ctypes.c_uint64),
+                   ('next', ctypes.POINTER(BulkWr)),
+                   ('sg_list', ctypes.POINTER(Sge)),
+                   ('num_sge', ctypes.c_uint32),
+                   ('opcode', ctypes.c_int),
+                   ('flags', ctypes.c_uint32),
+                   ('imm_data', ctypes.c_uint32),     # __be32
+                   ('remote_addr', ctypes.c_uint64),
+                   ('rkey', ctypes.c_uint32),
+                   ('remote_chan', ctypes.c_uint32)]
+
+
+class MrCached(ctypes.Structure):
+    _fields_ = [('pd', ctypes.c_void_p), ('addr', ctypes.c_void_p),
+                ('length', ctypes.c_size_t), ('lkey', ctypes.c_uint32),
+                ('rkey', ctypes.c_uint32), ('flags', ctypes.c_uint32)]
+
+
+class MrCacheStats(ctypes.Structure):
+    _fields_ = [('comp_mask', ctypes.c_uint64), ('hits', ctypes.c_uint64),
+                ('misses', ctypes.c_uint64), ('evictions', ctypes.c_uint64),
+                ('invalidations', ctypes.c_uint64),
+                ('pinned_bytes', ctypes.c_uint64),
+                ('entries', ctypes.c_uint64)]
+
+    def as_dict(self):
+        return {f: getattr(self, f) for f, _ in self._fields_}
+
+
+VP = ctypes.c_void_p
+lib.bzcdv_is_supported.restype = ctypes.c_bool
+lib.bzcdv_is_supported.argtypes = [VP]
+lib.bzcdv_query_device.restype = ctypes.c_int
+lib.bzcdv_query_device.argtypes = [VP, ctypes.POINTER(DeviceAttr)]
+lib.bzcdv_create_bulk_chan.restype = ctypes.POINTER(BulkChan)
+lib.bzcdv_create_bulk_chan.argtypes = [VP, ctypes.POINTER(ChanInitAttr)]
+lib.bzcdv_destroy_bulk_chan.restype = ctypes.c_int
+lib.bzcdv_destroy_bulk_chan.argtypes = [ctypes.POINTER(BulkChan)]
+lib.bzcdv_post_bulk.restype = ctypes.c_int
+lib.bzcdv_post_bulk.argtypes = [ctypes.POINTER(BulkChan),
+                                ctypes.POINTER(BulkWr),
+                                ctypes.POINTER(ctypes.POINTER(BulkWr))]
+lib.bzcdv_reg_mr_cached.restype = ctypes.POINTER(MrCached)
+lib.bzcdv_reg_mr_cached.argtypes = [VP, VP, ctypes.c_size_t, ctypes.c_uint]
+lib.bzcdv_release_mr_cached.restype = ctypes.c_int
+lib.bzcdv_release_mr_cached.argtypes = [ctypes.POINTER(MrCached)]
+lib.bzcdv_query_mr_cache.restype = ctypes.c_int
+lib.bzcdv_query_mr_cache.argtypes = [VP, ctypes.POINTER(MrCacheStats)]
+
+_ibv.ibv_get_device_list.restype = ctypes.POINTER(VP)
+_ibv.ibv_get_device_list.argtypes = [ctypes.POINTER(ctypes.c_int)]
+_ibv.ibv_free_device_list.argtypes = [ctypes.POINTER(VP)]
+_ibv.ibv_get_device_name.restype = ctypes.c_char_p
+_ibv.ibv_get_device_name.argtypes = [VP]
+_ibv.ibv_open_device.restype = VP
+_ibv.ibv_open_device.argtypes = [VP]
+_ibv.ibv_close_device.restype = ctypes.c_int
+_ibv.ibv_close_device.argtypes = [VP]
+_ibv.ibv_alloc_pd.restype = VP
+_ibv.ibv_alloc_pd.argtypes = [VP]
+_ibv.ibv_dealloc_pd.restype = ctypes.c_int
+_ibv.ibv_dealloc_pd.argtypes = [VP]
+_ibv.ibv_create_cq.restype = ctypes.POINTER(IbvCq)
+_ibv.ibv_create_cq.argtypes = [VP, ctypes.c_int, VP, VP, ctypes.c_int]
+_ibv.ibv_destroy_cq.restype = ctypes.c_int
+_ibv.ibv_destroy_cq.argtypes = [VP]
+_ibv.ibv_reg_mr.restype = ctypes.POINTER(IbvMr)
+_ibv.ibv_reg_mr.argtypes = [VP, VP, ctypes.c_size_t, ctypes.c_int]
+_ibv.ibv_dereg_mr.restype = ctypes.c_int
+_ibv.ibv_dereg_mr.argtypes = [VP]
+
+_POLL_FN = ctypes.CFUNCTYPE(ctypes.c_int, VP, ctypes.c_int,
+                            ctypes.POINTER(IbvWc))
+# ibv_poll_cq() is inline: context->ops.poll_cq, ops[11] of struct
+# ibv_context_ops (rdma-core 44), right after the device pointer.
+_POLL_CQ_SLOT = 11
+
+_libc.mmap.restype = VP
+_libc.mmap.argtypes = [VP, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [VP, ctypes.c_size_t]
+_libc.memcmp.restype = ctypes.c_int
+_libc.memcmp.argtypes = [VP, VP, ctypes.c_size_t]
+_libc.memset.restype = VP
+_libc.memset.argtypes = [VP, ctypes.c_int, ctypes.c_size_t]
+_libc.madvise.restype = ctypes.c_int
+_libc.madvise.argtypes = [VP, ctypes.c_size_t, ctypes.c_int]
+
+PROT_NONE = 0
+PROT_RW = mmap.PROT_READ | mmap.PROT_WRITE
+MAP_SHARED = mmap.MAP_SHARED
+MAP_PRIVATE = mmap.MAP_PRIVATE
+MAP_ANONYMOUS = mmap.MAP_ANONYMOUS
+MAP_FIXED = 0x10
+MAP_NORESERVE = 0x4000
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+class DvError(OSError):
+    pass
+
+
+def _raise(rc, what):
+    raise DvError(rc, f'{what}: {os.strerror(rc)}')
+
+
+def _errno_raise(what):
+    _raise(ctypes.get_errno(), what)
+
+
+# --------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------
+
+def mmap_anon(length, addr=None, fixed=False):
+    flags = MAP_PRIVATE | MAP_ANONYMOUS | (MAP_FIXED if fixed else 0)
+    p = _libc.mmap(addr, length, PROT_RW, flags, -1, 0)
+    if p in (None, MAP_FAILED):
+        _errno_raise('mmap')
+    return p
+
+
+def mmap_fd(length, fd, addr, prot=PROT_RW, flags=MAP_SHARED | MAP_FIXED):
+    p = _libc.mmap(addr, length, prot, flags, fd, 0)
+    if p in (None, MAP_FAILED):
+        _errno_raise('mmap')
+    return p
+
+
+def reserve(length):
+    """Address space only (PROT_NONE), to map other things into."""
+    p = _libc.mmap(None, length, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    if p in (None, MAP_FAILED):
+        _errno_raise('mmap')
+    return p
+
+
+def munmap(addr, length):
+    if _libc.munmap(addr, length):
+        _errno_raise('munmap')
+
+
+def memcmp(a, b, n):
+    return _libc.memcmp(a, b, n)
+
+
+def write(addr, data):
+    ctypes.memmove(addr, data, len(data))
+
+
+def read(addr, n):
+    return ctypes.string_at(addr, n)
+
+
+def fill(addr, length, block, start=0):
+    """Tile @block over [addr, addr+length), beginning at block[start]:
+    fast, and with a block length that is not a power of two every page
+    gets different contents."""
+    done = 0
+    pos = start % len(block)
+    while done < length:
+        n = min(len(block) - pos, length - done)
+        ctypes.memmove(addr + done, block[pos:pos + n] if pos else block, n)
+        done += n
+        pos = 0
+
+
+def pattern(seed, length=(1 << 20) + 4099):
+    """A reproducible random block (see fill())."""
+    import random
+    return random.Random(seed).randbytes(length)
+
+
+def zero(addr, length, byte=0):
+    _libc.memset(addr, byte, length)
+
+
+def expected(block, offset, length):
+    """What fill(…, block) put at [offset, offset+length)."""
+    out = bytearray()
+    pos = offset % len(block)
+    while len(out) < length:
+        take = min(len(block) - pos, length - len(out))
+        out += block[pos:pos + take]
+        pos = 0
+    return bytes(out)
+
+
+class Buffer:
+    """Anonymous private memory (page aligned), unmapped on close()."""
+
+    def __init__(self, length, addr=None, fixed=False):
+        self.length = length
+        self.addr = mmap_anon(length, addr, fixed)
+
+    def close(self):
+        if self.addr:
+            munmap(self.addr, self.length)
+            self.addr = None
+
+
+# --------------------------------------------------------------------------
+# Verbs objects through ctypes
+# --------------------------------------------------------------------------
+
+def device_names():
+    n = ctypes.c_int(0)
+    lst = _ibv.ibv_get_device_list(ctypes.byref(n))
+    if not lst:
+        _errno_raise('ibv_get_device_list')
+    try:
+        return [_ibv.ibv_get_device_name(lst[i]).decode()
+                for i in range(n.value)]
+    finally:
+        _ibv.ibv_free_device_list(lst)
+
+
+def is_supported(name):
+    n = ctypes.c_int(0)
+    lst = _ibv.ibv_get_device_list(ctypes.byref(n))
+    try:
+        for i in range(n.value):
+            if _ibv.ibv_get_device_name(lst[i]).decode() == name:
+                return bool(lib.bzcdv_is_supported(lst[i]))
+        raise DvError(errno.ENODEV, f'no device {name}')
+    finally:
+        _ibv.ibv_free_device_list(lst)
+
+
+class Mr:
+    def __init__(self, pd, addr, length, access=ACCESS_ALL):
+        self.p = _ibv.ibv_reg_mr(pd, addr, length, access)
+        if not self.p:
+            _errno_raise('ibv_reg_mr')
+        self.addr, self.length = addr, length
+        self.lkey = self.p.contents.lkey
+        self.rkey = self.p.contents.rkey
+
+    def close(self):
+        if self.p:
+            rc = _ibv.ibv_dereg_mr(self.p)
+            self.p = None
+            if rc:
+                _raise(rc, 'ibv_dereg_mr')
+
+
+class Cq:
+    def __init__(self, ctx, cqe):
+        self.ctx = ctx
+        self.p = _ibv.ibv_create_cq(ctx.p, cqe, None, None, 0)
+        if not self.p:
+            _errno_raise('ibv_create_cq')
+        ops = ctypes.cast(ctx.p + 8, ctypes.POINTER(VP * 32)).contents
+        self._poll = _POLL_FN(ops[_POLL_CQ_SLOT])
+
+    def poll(self, n=16):
+        wcs = (IbvWc * n)()
+        got = self._poll(ctypes.cast(self.p, VP), n, wcs)
+        if got < 0:
+            raise DvError(-got if got < 0 else 0, 'ibv_poll_cq failed')
+        return list(wcs[:got])
+
+    def wait(self, count, timeout=120.0):
+        """Exactly @count completions, or AssertionError after @timeout."""
+        out = []
+        end = time.monotonic() + timeout
+        while len(out) < count:
+            out += self.poll(min(64, count - len(out)))
+            if len(out) < count:
+                if time.monotonic() > end:
+                    raise AssertionError(
+                        f'{len(out)} of {count} completions after {timeout}s')
+                time.sleep(0.0005)
+        return out
+
+    def assert_empty(self, settle=0.2):
+        time.sleep(settle)
+        extra = self.poll(16)
+        assert not extra, f'unexpected completions: {[wc_str(w) for w in extra]}'
+
+    def close(self):
+        if self.p:
+            rc = _ibv.ibv_destroy_cq(self.p)
+            self.p = None
+            if rc:
+                _raise(rc, 'ibv_destroy_cq')
+
+
+def wc_imm(wc):
+    """ibv_wc.imm_data (network order in memory) as a number."""
+    return int.from_bytes(wc.imm_data.to_bytes(4, 'little'), 'big')
+
+
+def wc_str(wc):
+    return (f'wr_id={wc.wr_id} status={wc.status} opcode={wc.opcode} '
+            f'byte_len={wc.byte_len} qp_num={wc.qp_num} src_qp={wc.src_qp} '
+            f'flags={wc.wc_flags:#x} imm={wc.imm_data:#x}')
+
+
+class Chan:
+    def __init__(self, ctx, pd, cq, depth=16, recv_cq=None, comp_mask=None):
+        attr = ChanInitAttr()
+        attr.pd = pd
+        attr.cq = ctypes.cast(cq.p, VP) if cq else None
+        attr.depth = depth
+        if recv_cq is not None:
+            attr.recv_cq = ctypes.cast(recv_cq.p, VP)
+            attr.comp_mask = CHAN_INIT_ATTR_MASK_RECV_CQ
+        if comp_mask is not None:
+            attr.comp_mask = comp_mask
+        self.p = lib.bzcdv_create_bulk_chan(ctx.p, ctypes.byref(attr))
+        if not self.p:
+            _errno_raise('bzcdv_create_bulk_chan')
+        self.cq, self.recv_cq = cq, recv_cq
+        c = self.p.contents
+        self.num, self.depth, self.max_sge = c.chan_num, c.depth, c.max_sge
+
+    def post(self, wrs):
+        """Post the list of dicts @wrs as one chain.  Returns (rc, index of
+        *bad_wr or None)."""
+        keep = []
+        arr = (BulkWr * len(wrs))()
+        for i, w in enumerate(wrs):
+            sges = w.get('sges', [])
+            sarr = (Sge * max(1, len(sges)))()
+            for j, (a, ln, k) in enumerate(sges):
+                sarr[j].addr, sarr[j].length, sarr[j].lkey = a, ln, k
+            keep.append(sarr)
+            arr[i].wr_id = w.get('wr_id', i)
+            arr[i].sg_list = sarr
+            arr[i].num_sge = w.get('num_sge', len(sges))
+            arr[i].opcode = w['op']
+            arr[i].flags = w.get('flags', 0)
+            arr[i].imm_data = int.from_bytes(
+                w.get('imm', 0).to_bytes(4, 'big'), 'little')
+            arr[i].remote_addr = w.get('raddr', 0)
+            arr[i].rkey = w.get('rkey', 0)
+            arr[i].remote_chan = w.get('rchan', 0)
+            if i + 1 < len(wrs):
+                arr[i].next = ctypes.pointer(arr[i + 1])
+        bad = ctypes.POINTER(BulkWr)()
+        rc = lib.bzcdv_post_bulk(self.p, ctypes.cast(arr, ctypes.POINTER(BulkWr)),
+                                 ctypes.byref(bad))
+        idx = None
+        if rc and bad:
+            base = ctypes.addressof(arr[0])
+            idx = (ctypes.addressof(bad.contents) - base) // ctypes.sizeof(BulkWr)
+        return rc, idx
+
+    def run(self, wrs, timeout=300.0):
+        """Post and wait for one completion per WR."""
+        rc, idx = self.post(wrs)
+        if rc:
+            _raise(rc, f'bzcdv_post_bulk (bad_wr #{idx})')
+        return self.cq.wait(len(wrs), timeout)
+
+    def close(self):
+        if self.p:
+            rc = lib.bzcdv_destroy_bulk_chan(self.p)
+            if rc:
+                _raise(rc, 'bzcdv_destroy_bulk_chan')
+            self.p = None
+
+
+class CachedMr:
+    def __init__(self, pd, addr, length, access=ACCESS_ALL):
+        self.p = lib.bzcdv_reg_mr_cached(pd, addr, length, access)
+        if not self.p:
+            _errno_raise('bzcdv_reg_mr_cached')
+        c = self.p.contents
+        self.lkey, self.rkey, self.flags = c.lkey, c.rkey, c.flags
+        self.hit = bool(c.flags & MR_CACHED_HIT)
+
+    def close(self):
+        if self.p:
+            rc = lib.bzcdv_release_mr_cached(self.p)
+            if rc:
+                _raise(rc, 'bzcdv_release_mr_cached')
+            self.p = None
+
+
+class Ctx:
+    """An opened device with a PD and a cleanup list (closed in reverse)."""
+
+    def __init__(self, name):
+        n = ctypes.c_int(0)
+        lst = _ibv.ibv_get_device_list(ctypes.byref(n))
+        self.p = None
+        try:
+            for i in range(n.value):
+                if _ibv.ibv_get_device_name(lst[i]).decode() == name:
+                    self.p = _ibv.ibv_open_device(lst[i])
+                    if not self.p:
+                        _errno_raise(f'ibv_open_device({name})')
+                    break
+            else:
+                raise DvError(errno.ENODEV, f'no device {name}')
+        finally:
+            _ibv.ibv_free_device_list(lst)
+        self._objs = []
+        self.pd = self.alloc_pd()
+
+    def track(self, obj):
+        self._objs.append(obj)
+        return obj
+
+    def alloc_pd(self):
+        pd = _ibv.ibv_alloc_pd(self.p)
+        if not pd:
+            _errno_raise('ibv_alloc_pd')
+        self._objs.append(('pd', pd))
+        return pd
+
+    def cq(self, cqe=256):
+        return self.track(Cq(self, cqe))
+
+    def mr(self, addr, length, access=ACCESS_ALL, pd=None):
+        return self.track(Mr(pd or self.pd, addr, length, access))
+
+    def buf(self, length):
+        return self.track(Buffer(length))
+
+    def chan(self, cq=None, depth=16, recv_cq=None, pd=None, **kw):
+        return self.track(Chan(self, pd or self.pd, cq or self.cq(),
+                               depth, recv_cq, **kw))
+
+    def cached(self, addr, length, access=ACCESS_ALL, pd=None):
+        return self.track(CachedMr(pd or self.pd, addr, length, access))
+
+    def query_device(self, comp_mask=0):
+        a = DeviceAttr(comp_mask=comp_mask)
+        rc = lib.bzcdv_query_device(self.p, ctypes.byref(a))
+        if rc:
+            _raise(rc, 'bzcdv_query_device')
+        return a
+
+    def cache_stats(self, pd=None, comp_mask=0):
+        s = MrCacheStats(comp_mask=comp_mask)
+        rc = lib.bzcdv_query_mr_cache(pd or self.pd, ctypes.byref(s))
+        if rc:
+            _raise(rc, 'bzcdv_query_mr_cache')
+        return s
+
+    def close(self):
+        """Destroys everything in reverse order; channels before CQs."""
+        while self._objs:
+            o = self._objs.pop()
+            if isinstance(o, tuple):
+                _ibv.ibv_dealloc_pd(o[1])
+            else:
+                o.close()
+        if self.p:
+            _ibv.ibv_close_device(self.p)
+            self.p = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+
+def bulk_available(name):
+    """None if @name's kernel driver has bulk channels, else the reason
+    (only EOPNOTSUPP from bzcdv_query_device means "no BZC_CAP_BULK")."""
+    with Ctx(name) as c:
+        a = DeviceAttr()
+        rc = lib.bzcdv_query_device(c.p, ctypes.byref(a))
+    if rc == errno.EOPNOTSUPP:
+        return NO_BULK_REASON
+    if rc:
+        _raise(rc, 'bzcdv_query_device')
+    return None
+
