@@ -169,6 +169,10 @@ struct bzc_qp {
 	u32 rq_wqe_size;
 	u32 max_recv_sge;
 	void *rq_wqe;			/* private copy of the RQE being taken */
+
+	/* Kernel QPs (bzc_kqp.c): producers of the rings in kernel memory. */
+	spinlock_t ksq_lock;
+	spinlock_t krq_lock;
 };
 
 static inline struct bzc_dev *to_bdev(struct ib_device *ibdev)
@@ -199,6 +203,24 @@ static inline struct bzc_ah *to_bah(struct ib_ah *ibah)
 static inline struct bzc_mr *to_bmr(struct ib_mr *ibmr)
 {
 	return container_of(ibmr, struct bzc_mr, ibmr);
+}
+
+/* Datagram semantics: UD, and the GSI QP (QP1) that carries MADs. */
+static inline bool bzc_type_ud(enum ib_qp_type type)
+{
+	return type == IB_QPT_UD || type == IB_QPT_GSI;
+}
+
+/* A kernel consumer's QP: its rings are not mapped into any process. */
+static inline bool bzc_qp_is_kernel(struct bzc_qp *qp)
+{
+	return !qp->sq.mmap;
+}
+
+/* A kernel PD's DMA MR (bzc_kmem.c): kernel addresses, no pinned pages. */
+static inline bool bzc_mr_is_kernel(struct bzc_mr *mr)
+{
+	return !mr->umem;
 }
 
 /* Slot `index` of an SQ or RQ ring: the index is masked, never trusted. */
@@ -238,6 +260,7 @@ bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited);
 struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 			      u64 iova, int access, struct ib_udata *udata);
 int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr);
 struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key);
 void bzc_mr_put(struct bzc_mr *mr);
 
@@ -267,6 +290,18 @@ struct bzc_qp *bzc_qp_get(struct bzc_dev *bdev, u32 qpn);
 void bzc_qp_put(struct bzc_qp *qp);
 void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event);
 void bzc_rq_flush(struct bzc_qp *qp);
+
+/* bzc_kcq.c, bzc_kqp.c, bzc_kmem.c: kernel consumers */
+int bzc_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
+int bzc_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+int bzc_kqp_check_init(struct ib_qp_init_attr *init);
+int bzc_kpost_send(struct bzc_qp *qp, const struct ib_send_wr *wr,
+		   const struct ib_send_wr **bad_wr);
+int bzc_kpost_recv(struct bzc_qp *qp, const struct ib_recv_wr *wr,
+		   const struct ib_recv_wr **bad_wr);
+struct ib_mr *bzc_get_dma_mr(struct ib_pd *ibpd, int access);
+bool bzc_kva_range_ok(u64 addr, u64 len);
+void *bzc_kva_map(u64 addr, u64 max, size_t *len);
 
 /* bzc_exec.c: the data path */
 extern struct workqueue_struct *bzc_wq;

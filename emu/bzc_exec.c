@@ -98,7 +98,8 @@ static bool bzc_sgl_add(struct bzc_sgl *sgl, struct bzc_dev *bdev,
 		return false;
 	if (mr->ibmr.pd != pd || (mr->access & access) != access ||
 	    addr < mr->iova || len > mr->length ||
-	    addr - mr->iova > mr->length - len) {
+	    addr - mr->iova > mr->length - len ||
+	    (bzc_mr_is_kernel(mr) && !bzc_kva_range_ok(addr, len))) {
 		bzc_mr_put(mr);
 		return false;
 	}
@@ -152,6 +153,8 @@ static void *bzc_cursor_map(struct bzc_cursor *c, size_t *len)
 		c->pos = 0;
 	}
 	seg = &c->sgl->seg[c->i];
+	if (bzc_mr_is_kernel(seg->mr))
+		return bzc_kva_map(seg->off + c->pos, seg->len - c->pos, len);
 	byte = ib_umem_offset(seg->mr->umem) + seg->off + c->pos;
 	*len = min_t(u64, PAGE_SIZE - offset_in_page(byte), seg->len - c->pos);
 	return kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
@@ -237,7 +240,7 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	u32 dqpn, qkey = 0;
 	bool ok;
 
-	if (type == IB_QPT_UD) {
+	if (bzc_type_ud(type)) {
 		/* peer->av: resolved by the caller, an AH of the QP's PD. */
 		dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
 		qkey = le32_to_cpu(wqe->ud.remote_qkey);
@@ -261,7 +264,7 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	spin_lock(&peer->qp->lock);
 	ok = peer->qp->ibqp.qp_type == type &&
 	     bzc_qp_receives(peer->qp->state) &&
-	     (type == IB_QPT_UD ? peer->qp->qkey == qkey :
+	     (bzc_type_ud(type) ? peer->qp->qkey == qkey :
 				  peer->qp->dest_qpn == qp->ibqp.qp_num);
 	spin_unlock(&peer->qp->lock);
 	if (ok)
@@ -288,10 +291,11 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 {
 	struct bzc_wq_ring_hdr *hdr = tqp->rq.kaddr;
 	const struct bzc_recv_wqe *slot;
+	unsigned long flags;
 	int err = 0;
 	u32 prod;
 
-	spin_lock(&tqp->rq_lock);
+	spin_lock_irqsave(&tqp->rq_lock, flags);
 	if (!bzc_qp_receives(READ_ONCE(tqp->state))) {
 		err = -EAGAIN;
 		goto out;
@@ -312,7 +316,7 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 	tqp->rq_cons++;
 	smp_store_release(&hdr->cons, cpu_to_le32(tqp->rq_cons));
 out:
-	spin_unlock(&tqp->rq_lock);
+	spin_unlock_irqrestore(&tqp->rq_lock, flags);
 	if (err == -EIO) {
 		ibdev_info_ratelimited(tqp->ibqp.device,
 				       "QP %u: corrupt receive queue ring\n",
@@ -343,7 +347,7 @@ static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
 			cqe.wc_flags |= BZC_CQE_WITH_IMM;
 			cqe.imm_data = wqe->imm_data;
 		}
-		if (tqp->ibqp.qp_type == IB_QPT_UD)
+		if (bzc_type_ud(tqp->ibqp.qp_type))
 			cqe.wc_flags |= BZC_CQE_GRH;
 	}
 	bzc_cq_post(to_bcq(tqp->ibqp.recv_cq), &cqe,
@@ -376,7 +380,7 @@ static void bzc_exec_send(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 {
 	struct bzc_qp *tqp = peer->qp;
 	struct bzc_recv_wqe *rqe = qp->peer_rqe;
-	bool ud = qp->ibqp.qp_type == IB_QPT_UD;
+	bool ud = bzc_type_ud(qp->ibqp.qp_type);
 	struct bzc_cursor dc, sc = { .sgl = src };
 	struct bzc_sgl *dst = qp->peer_sgl;
 	u64 need = src->total + (ud ? BZC_GRH_BYTES : 0);
@@ -542,7 +546,7 @@ static bool bzc_opcode_valid(enum ib_qp_type type, u8 opcode)
 		return true;
 	case IB_UVERBS_WR_RDMA_WRITE:
 	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
-		return type != IB_QPT_UD;
+		return !bzc_type_ud(type);
 	case IB_UVERBS_WR_RDMA_READ:
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
@@ -634,7 +638,7 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	}
 
 	/* An AH that is not this PD's is the sender's error, not a drop. */
-	if (qp->ibqp.qp_type == IB_QPT_UD &&
+	if (bzc_type_ud(qp->ibqp.qp_type) &&
 	    !bzc_ah_get_av(bdev, le32_to_cpu(wqe->ud.ah), qp->ibqp.pd,
 			   &peer.av)) {
 		res->status = IB_WC_LOC_QP_OP_ERR;
@@ -644,7 +648,7 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	 * A datagram longer than the port MTU is not sent, yet the sender
 	 * sees success (IBA C10-93.1.1), as on a real port.
 	 */
-	if (qp->ibqp.qp_type == IB_QPT_UD &&
+	if (bzc_type_ud(qp->ibqp.qp_type) &&
 	    local->total > ib_mtu_enum_to_int(iboe_get_mtu(READ_ONCE(bdev->ndev->mtu))))
 		goto out;
 	if (!bzc_peer_get(qp, wqe, &peer)) {

@@ -39,7 +39,7 @@ static int bzc_mr_collect_pages(struct bzc_mr *mr)
 	return 0;
 }
 
-static int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr)
+int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr)
 {
 	u32 index;
 	int err;
