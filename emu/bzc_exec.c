@@ -354,7 +354,11 @@ static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
 		    wqe->flags & BZC_WQE_SOLICITED);
 }
 
-/* The GRH a UD receiver finds in its first 40 bytes (RoCE v2: IPv6 form). */
+/*
+ * The GRH a UD receiver finds in its first 40 bytes: RoCE v2 in its IPv6
+ * form (next header UDP, IPv4 addresses as v4-mapped GIDs), so that
+ * ibv_init_ah_from_wc() and the kernel CM look the GID up as a RoCE v2 one.
+ */
 static void bzc_build_grh(struct ib_grh *grh, struct bzc_qp *qp,
 			  const struct bzc_av *dst, u32 len)
 {
@@ -363,7 +367,7 @@ static void bzc_build_grh(struct ib_grh *grh, struct bzc_qp *qp,
 	memset(grh, 0, sizeof(*grh));
 	grh->version_tclass_flow = cpu_to_be32(6 << 28);
 	grh->paylen = cpu_to_be16(len);
-	grh->next_hdr = 0x1b;
+	grh->next_hdr = IPPROTO_UDP;
 	grh->hop_limit = 64;
 	sgid = rdma_get_gid_attr(qp->ibqp.device, BZC_PORT, dst->sgid_index);
 	if (!IS_ERR(sgid)) {
