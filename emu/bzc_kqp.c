@@ -179,6 +179,7 @@ int bzc_kpost_send(struct bzc_qp *qp, const struct ib_send_wr *wr,
 	for (; wr; wr = wr->next) {
 		struct bzc_send_wqe *wqe;
 
+		/* Acquire: the executor is done with slots before cons. */
 		if (prod - le32_to_cpu(smp_load_acquire(&hdr->cons)) >=
 		    qp->sq.entries) {
 			err = -ENOMEM;
@@ -191,6 +192,7 @@ int bzc_kpost_send(struct bzc_qp *qp, const struct ib_send_wr *wr,
 			break;
 		prod++;
 	}
+	/* Release: the WQEs are written before the executor sees prod. */
 	smp_store_release(&hdr->prod, cpu_to_le32(prod));
 	spin_unlock_irqrestore(&qp->ksq_lock, flags);
 
@@ -226,6 +228,7 @@ int bzc_kpost_recv(struct bzc_qp *qp, const struct ib_recv_wr *wr,
 			err = -EINVAL;
 			break;
 		}
+		/* Acquire: senders are done with slots before cons. */
 		if (prod - le32_to_cpu(smp_load_acquire(&hdr->cons)) >=
 		    qp->rq.entries) {
 			err = -ENOMEM;
@@ -242,12 +245,17 @@ int bzc_kpost_recv(struct bzc_qp *qp, const struct ib_recv_wr *wr,
 		}
 		prod++;
 	}
+	/* Release: the RQEs are written before a sender sees prod. */
 	smp_store_release(&hdr->prod, cpu_to_le32(prod));
 	spin_unlock_irqrestore(&qp->krq_lock, flags);
 
 	if (err)
 		*bad_wr = wr;
-	/* Receives posted in the error state complete flushed (ib_drain_rq). */
+	/*
+	 * Receives posted in the error state complete flushed (ib_drain_rq).
+	 * Full barrier: prod is visible before we read the state, pairing
+	 * with bzc_qp_enter_error()'s state store, barrier, flush.
+	 */
 	smp_mb();
 	if (READ_ONCE(qp->state) == IB_QPS_ERR)
 		bzc_rq_flush(qp);
