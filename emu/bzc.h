@@ -196,6 +196,10 @@ struct bzc_qp {
 	u32 rq_wqe_size;
 	u32 max_recv_sge;
 	void *rq_wqe;			/* private copy of the RQE being taken */
+
+	/* Kernel QPs (bzc_kqp.c): producers of the rings in kernel memory. */
+	spinlock_t ksq_lock;
+	spinlock_t krq_lock;
 };
 
 /*
@@ -259,6 +263,24 @@ static inline struct bzc_mr *to_bmr(struct ib_mr *ibmr)
 static inline struct bzc_mw *to_bmw(struct ib_mw *ibmw)
 {
 	return container_of(ibmw, struct bzc_mw, ibmw);
+}
+
+/* Datagram semantics: UD, and the GSI QP (QP1) that carries MADs. */
+static inline bool bzc_type_ud(enum ib_qp_type type)
+{
+	return type == IB_QPT_UD || type == IB_QPT_GSI;
+}
+
+/* A kernel consumer's QP: its rings are not mapped into any process. */
+static inline bool bzc_qp_is_kernel(struct bzc_qp *qp)
+{
+	return !qp->sq.mmap;
+}
+
+/* A kernel PD's DMA MR (bzc_kmem.c): kernel addresses, no pinned pages. */
+static inline bool bzc_mr_is_kernel(struct bzc_mr *mr)
+{
+	return !mr->umem && !mr->ent;
 }
 
 /* Slot `index` of an SQ or RQ ring: the index is masked, never trusted. */
@@ -382,6 +404,18 @@ int bzc_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 int bzc_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int bzc_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int bzc_srq_take(struct bzc_srq *srq, struct bzc_recv_wqe *rqe);
+
+/* bzc_kcq.c, bzc_kqp.c, bzc_kmem.c: kernel consumers */
+int bzc_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
+int bzc_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+int bzc_kqp_check_init(struct ib_qp_init_attr *init);
+int bzc_kpost_send(struct bzc_qp *qp, const struct ib_send_wr *wr,
+		   const struct ib_send_wr **bad_wr);
+int bzc_kpost_recv(struct bzc_qp *qp, const struct ib_recv_wr *wr,
+		   const struct ib_recv_wr **bad_wr);
+struct ib_mr *bzc_get_dma_mr(struct ib_pd *ibpd, int access);
+bool bzc_kva_range_ok(u64 addr, u64 len);
+void *bzc_kva_map(u64 addr, u64 max, size_t *len);
 
 /* bzc_exec.c: the data path */
 extern struct workqueue_struct *bzc_wq;

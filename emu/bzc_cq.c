@@ -59,15 +59,13 @@ int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	u32 entries;
 	int err;
 
-	/* Kernel consumers come with kernel QPs; until then, user CQs only. */
-	if (!udata)
-		return -EOPNOTSUPP;
 	if (attr->flags)
 		return -EOPNOTSUPP;
 	if (attr->comp_vector >= ibcq->device->num_comp_vectors)
 		return -EINVAL;
 	/* No driver request is defined; a newer one must be all zero. */
-	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EOPNOTSUPP;
 	err = bzc_cq_entries(attr->cqe, &entries);
 	if (err)
@@ -78,7 +76,8 @@ int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (err)
 		return err;
 
-	err = bzc_cq_respond(udata, &cq->ring);
+	/* A kernel consumer's ring stays private; it polls through bzc_kcq.c. */
+	err = udata ? bzc_cq_respond(udata, &cq->ring) : 0;
 	if (err) {
 		bzc_ring_free(&cq->ring);
 		return err;

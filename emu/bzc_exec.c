@@ -107,7 +107,8 @@ static bool bzc_sgl_add(struct bzc_sgl *sgl, struct bzc_dev *bdev,
 		if (mr->ibmr.pd != pd ||
 		    (READ_ONCE(mr->access) & access) != access ||
 		    addr < mr->iova || len > mr->length ||
-		    addr - mr->iova > mr->length - len) {
+		    addr - mr->iova > mr->length - len ||
+		    (bzc_mr_is_kernel(mr) && !bzc_kva_range_ok(addr, len))) {
 			bzc_mr_put(mr);
 			return false;
 		}
@@ -163,6 +164,8 @@ static void *bzc_cursor_map(struct bzc_cursor *c, size_t *len)
 		c->pos = 0;
 	}
 	seg = &c->sgl->seg[c->i];
+	if (bzc_mr_is_kernel(seg->mr))
+		return bzc_kva_map(seg->off + c->pos, seg->len - c->pos, len);
 	byte = seg->mr->page_off + seg->off + c->pos;
 	*len = min_t(u64, PAGE_SIZE - offset_in_page(byte), seg->len - c->pos);
 	return kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
@@ -308,7 +311,7 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	u32 dqpn, qkey = 0;
 	bool ok;
 
-	if (type == IB_QPT_UD) {
+	if (bzc_type_ud(type)) {
 		/* peer->av: resolved by the caller, an AH of the QP's PD. */
 		dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
 		qkey = le32_to_cpu(wqe->ud.remote_qkey);
@@ -332,7 +335,7 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	spin_lock(&peer->qp->lock);
 	ok = peer->qp->ibqp.qp_type == type &&
 	     bzc_qp_receives(peer->qp->state) &&
-	     (type == IB_QPT_UD ? peer->qp->qkey == qkey :
+	     (bzc_type_ud(type) ? peer->qp->qkey == qkey :
 				  peer->qp->dest_qpn == qp->ibqp.qp_num);
 	spin_unlock(&peer->qp->lock);
 	if (ok)
@@ -359,6 +362,7 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 {
 	struct bzc_wq_ring_hdr *hdr = tqp->rq.kaddr;
 	const struct bzc_recv_wqe *slot;
+	unsigned long flags;
 	int err = 0;
 	u32 prod;
 
@@ -371,7 +375,7 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 		return err;
 	}
 
-	spin_lock(&tqp->rq_lock);
+	spin_lock_irqsave(&tqp->rq_lock, flags);
 	if (!bzc_qp_receives(READ_ONCE(tqp->state))) {
 		err = -EAGAIN;
 		goto out;
@@ -392,7 +396,7 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 	tqp->rq_cons++;
 	smp_store_release(&hdr->cons, cpu_to_le32(tqp->rq_cons));
 out:
-	spin_unlock(&tqp->rq_lock);
+	spin_unlock_irqrestore(&tqp->rq_lock, flags);
 	if (err == -EIO) {
 		ibdev_info_ratelimited(tqp->ibqp.device,
 				       "QP %u: corrupt receive queue ring\n",
@@ -427,14 +431,18 @@ static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
 			cqe.wc_flags |= BZC_CQE_WITH_INV;
 			cqe.imm_data = wqe->imm_data;	/* the rkey */
 		}
-		if (tqp->ibqp.qp_type == IB_QPT_UD)
+		if (bzc_type_ud(tqp->ibqp.qp_type))
 			cqe.wc_flags |= BZC_CQE_GRH;
 	}
 	bzc_cq_post(to_bcq(tqp->ibqp.recv_cq), &cqe,
 		    wqe->flags & BZC_WQE_SOLICITED);
 }
 
-/* The GRH a UD receiver finds in its first 40 bytes (RoCE v2: IPv6 form). */
+/*
+ * The GRH a UD receiver finds in its first 40 bytes: RoCE v2 in its IPv6
+ * form (next header UDP, IPv4 addresses as v4-mapped GIDs), so that
+ * ibv_init_ah_from_wc() and the kernel CM look the GID up as a RoCE v2 one.
+ */
 static void bzc_build_grh(struct ib_grh *grh, struct bzc_qp *qp,
 			  const struct bzc_av *dst, u32 len)
 {
@@ -443,7 +451,7 @@ static void bzc_build_grh(struct ib_grh *grh, struct bzc_qp *qp,
 	memset(grh, 0, sizeof(*grh));
 	grh->version_tclass_flow = cpu_to_be32(6 << 28);
 	grh->paylen = cpu_to_be16(len);
-	grh->next_hdr = 0x1b;
+	grh->next_hdr = IPPROTO_UDP;
 	grh->hop_limit = 64;
 	sgid = rdma_get_gid_attr(qp->ibqp.device, BZC_PORT, dst->sgid_index);
 	if (!IS_ERR(sgid)) {
@@ -460,7 +468,7 @@ static void bzc_exec_send(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 {
 	struct bzc_qp *tqp = peer->qp;
 	struct bzc_recv_wqe *rqe = qp->peer_rqe;
-	bool ud = qp->ibqp.qp_type == IB_QPT_UD;
+	bool ud = bzc_type_ud(qp->ibqp.qp_type);
 	struct bzc_cursor dc, sc = { .sgl = src };
 	struct bzc_sgl *dst = qp->peer_sgl;
 	u64 need = src->total + (ud ? BZC_GRH_BYTES : 0);
@@ -641,7 +649,7 @@ static bool bzc_opcode_valid(enum ib_qp_type type, u8 opcode)
 		return true;
 	case IB_UVERBS_WR_RDMA_WRITE:
 	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
-		return type != IB_QPT_UD;
+		return !bzc_type_ud(type);
 	case IB_UVERBS_WR_RDMA_READ:
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
@@ -752,7 +760,7 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	}
 
 	/* An AH that is not this PD's is the sender's error, not a drop. */
-	if (qp->ibqp.qp_type == IB_QPT_UD &&
+	if (bzc_type_ud(qp->ibqp.qp_type) &&
 	    !bzc_ah_get_av(bdev, le32_to_cpu(wqe->ud.ah), qp->ibqp.pd,
 			   &peer.av)) {
 		res->status = IB_WC_LOC_QP_OP_ERR;
@@ -762,7 +770,7 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	 * A datagram longer than the port MTU is not sent, yet the sender
 	 * sees success (IBA C10-93.1.1), as on a real port.
 	 */
-	if (qp->ibqp.qp_type == IB_QPT_UD &&
+	if (bzc_type_ud(qp->ibqp.qp_type) &&
 	    local->total > ib_mtu_enum_to_int(iboe_get_mtu(READ_ONCE(bdev->ndev->mtu))))
 		goto out;
 	if (!bzc_peer_get(qp, wqe, &peer)) {

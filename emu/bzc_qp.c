@@ -116,15 +116,19 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	u32 qpn;
 	int err;
 
-	/* Kernel consumers (rdma_cm's QP1 among them) come later. */
-	if (!udata)
+	if (!udata) {
+		/* A kernel consumer's (bzc_kqp.c), the GSI QP among them. */
+		err = bzc_kqp_check_init(init);
+		if (err)
+			return err;
+	} else if (init->qp_type != IB_QPT_RC && init->qp_type != IB_QPT_UC &&
+		   init->qp_type != IB_QPT_UD) {
 		return -EOPNOTSUPP;
-	if (init->qp_type != IB_QPT_RC && init->qp_type != IB_QPT_UC &&
-	    init->qp_type != IB_QPT_UD)
-		return -EOPNOTSUPP;
+	}
 	if (init->create_flags)
 		return -EOPNOTSUPP;
-	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EOPNOTSUPP;
 	err = bzc_qp_check_caps(bdev, init);
 	if (err)
@@ -136,6 +140,8 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	spin_lock_init(&qp->rq_lock);
 	mutex_init(&qp->modify_mutex);
 	mutex_init(&qp->sq_mutex);
+	spin_lock_init(&qp->ksq_lock);
+	spin_lock_init(&qp->krq_lock);
 	INIT_DELAYED_WORK(&qp->sq_work, bzc_sq_work);
 	qp->state = IB_QPS_RESET;
 	qp->port = BZC_PORT;
@@ -161,24 +167,33 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		goto err_scratch;
 	}
 
-	resp.sq_mmap_key = qp->sq.mmap_key;
-	resp.sq_mmap_len = qp->sq.mmap_len;
-	resp.sq_entries = qp->sq.entries;
-	resp.sq_wqe_size = qp->sq_wqe_size;
-	if (qp->rq.kaddr) {
-		resp.rq_mmap_key = qp->rq.mmap_key;
-		resp.rq_mmap_len = qp->rq.mmap_len;
-		resp.rq_entries = qp->rq.entries;
-		resp.rq_wqe_size = qp->rq_wqe_size;
+	if (udata) {
+		resp.sq_mmap_key = qp->sq.mmap_key;
+		resp.sq_mmap_len = qp->sq.mmap_len;
+		resp.sq_entries = qp->sq.entries;
+		resp.sq_wqe_size = qp->sq_wqe_size;
+		if (qp->rq.kaddr) {
+			resp.rq_mmap_key = qp->rq.mmap_key;
+			resp.rq_mmap_len = qp->rq.mmap_len;
+			resp.rq_entries = qp->rq.entries;
+			resp.rq_wqe_size = qp->rq_wqe_size;
+		}
+		err = ib_copy_to_udata(udata, &resp,
+				       min(udata->outlen, sizeof(resp)));
+		if (err)
+			goto err_rings;
 	}
-	err = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-	if (err)
-		goto err_rings;
 
 	/* Visible to senders last: a RESET QP accepts nothing anyway. */
-	err = xa_alloc_cyclic(&bdev->qp_xa, &qpn, qp,
-			      XA_LIMIT(BZC_MIN_QPN, BZC_MAX_QPN),
-			      &bdev->qp_next, GFP_KERNEL);
+	if (init->qp_type == IB_QPT_GSI) {
+		/* Peers' CMs send to QP1 on our port. */
+		qpn = 1;
+		err = xa_insert(&bdev->qp_xa, qpn, qp, GFP_KERNEL);
+	} else {
+		err = xa_alloc_cyclic(&bdev->qp_xa, &qpn, qp,
+				      XA_LIMIT(BZC_MIN_QPN, BZC_MAX_QPN),
+				      &bdev->qp_next, GFP_KERNEL);
+	}
 	if (err < 0) {
 		err = err == -EBUSY ? -ENOMEM : err;
 		goto err_rings;
@@ -241,13 +256,15 @@ void bzc_rq_flush(struct bzc_qp *qp)
 		.opcode = IB_WC_RECV,
 		.qp_num = cpu_to_le32(qp->ibqp.qp_num),
 	};
+	unsigned long flags;
 	u32 prod;
 
 	if (!qp->rq.kaddr)
 		return;
 	hdr = wq_hdr(&qp->rq);
 
-	spin_lock(&qp->rq_lock);
+	/* irqsave: a kernel consumer may post (and flush) from any context. */
+	spin_lock_irqsave(&qp->rq_lock, flags);
 	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
 	/* A producer index the RQ cannot hold flushes nothing more. */
 	if (prod - qp->rq_cons > qp->rq.entries)
@@ -260,7 +277,7 @@ void bzc_rq_flush(struct bzc_qp *qp)
 		smp_store_release(&hdr->cons, cpu_to_le32(qp->rq_cons));
 		bzc_cq_post(to_bcq(qp->ibqp.recv_cq), &cqe, false);
 	}
-	spin_unlock(&qp->rq_lock);
+	spin_unlock_irqrestore(&qp->rq_lock, flags);
 }
 
 static void bzc_qp_event(struct bzc_qp *qp, enum ib_event_type type)
@@ -350,11 +367,11 @@ static void bzc_qp_reset(struct bzc_qp *qp)
 	if (!qp->rq.kaddr)
 		return;
 	hdr = wq_hdr(&qp->rq);
-	spin_lock(&qp->rq_lock);
+	spin_lock_irq(&qp->rq_lock);
 	qp->rq_cons = le32_to_cpu(READ_ONCE(hdr->prod));
 	smp_store_release(&hdr->cons, cpu_to_le32(qp->rq_cons));
 	WRITE_ONCE(hdr->error, 0);
-	spin_unlock(&qp->rq_lock);
+	spin_unlock_irq(&qp->rq_lock);
 }
 
 static int bzc_qp_check_attr(struct bzc_qp *qp, struct ib_qp_attr *attr,
@@ -522,11 +539,14 @@ int bzc_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 
 /*
  * The SQ doorbell: IB_USER_VERBS_CMD_POST_SEND with no WRs. WQEs are in
- * the mapped ring; kernel WRs (a kernel consumer's) are not taken yet.
+ * the mapped ring; a process's WRs through the command are not taken. A
+ * kernel consumer's WRs go into its ring (bzc_kqp.c).
  */
 int bzc_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr)
 {
+	if (bzc_qp_is_kernel(to_bqp(ibqp)))
+		return bzc_kpost_send(to_bqp(ibqp), wr, bad_wr);
 	if (wr) {
 		*bad_wr = wr;
 		return -EOPNOTSUPP;
@@ -541,6 +561,8 @@ int bzc_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 {
 	struct bzc_qp *qp = to_bqp(ibqp);
 
+	if (bzc_qp_is_kernel(qp))
+		return bzc_kpost_recv(qp, wr, bad_wr);
 	if (wr) {
 		*bad_wr = wr;
 		return -EOPNOTSUPP;
