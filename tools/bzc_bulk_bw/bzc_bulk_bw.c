@@ -49,6 +49,7 @@ static struct {
 	enum bzcdv_bulk_opcode op;
 	bool cached;
 	bool check;
+	bool events;
 	bool reg_bench;
 } opt = {
 	.dev = "bzc0",
@@ -150,6 +151,7 @@ static struct ibv_context *open_dev(void)
 
 struct side {
 	struct ibv_pd *pd;
+	struct ibv_comp_channel *cc;	/* with --events */
 	struct ibv_cq *cq;
 	struct bzcdv_bulk_chan *chan;
 	uint8_t *buf;
@@ -165,7 +167,13 @@ static void side_init(struct ibv_context *ctx, struct side *s, uint64_t len,
 	s->pd = ibv_alloc_pd(ctx);
 	if (!s->pd)
 		die("ibv_alloc_pd", errno);
-	s->cq = ibv_create_cq(ctx, (int)opt.depth * 2 + 16, NULL, NULL, 0);
+	s->cc = NULL;
+	if (opt.events) {
+		s->cc = ibv_create_comp_channel(ctx);
+		if (!s->cc)
+			die("ibv_create_comp_channel", errno);
+	}
+	s->cq = ibv_create_cq(ctx, (int)opt.depth * 2 + 16, NULL, s->cc, 0);
 	if (!s->cq)
 		die("ibv_create_cq", errno);
 	attr.pd = s->pd;
@@ -195,8 +203,33 @@ static void side_fini(struct side *s, uint64_t len)
 	if (ret)
 		die("bzcdv_destroy_bulk_chan", ret);
 	ibv_destroy_cq(s->cq);
+	if (s->cc)
+		ibv_destroy_comp_channel(s->cc);
 	ibv_dealloc_pd(s->pd);
 	munmap(s->buf, len);
+}
+
+/*
+ * --events: sleep until the CQ has a completion instead of polling, which
+ * leaves the CPU to the device's workers. Arm, then poll again, so a
+ * completion that came before the arm is not waited for. Returns what that
+ * poll found (0 after an event).
+ */
+static int wait_cq_event(struct side *l, struct ibv_wc *wc, int max)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+	int n;
+
+	if (ibv_req_notify_cq(l->cq, 0))
+		die("ibv_req_notify_cq", errno);
+	n = ibv_poll_cq(l->cq, max, wc);
+	if (n)
+		return n;
+	if (ibv_get_cq_event(l->cc, &cq, &ctx))
+		die("ibv_get_cq_event", errno);
+	ibv_ack_cq_events(cq, 1);
+	return 0;
 }
 
 /* Run opt.iters WRs of @len bytes, opt.depth in flight; seconds taken. */
@@ -233,6 +266,8 @@ static double run_size(struct side *l, const struct far_info *far,
 			posted++;
 		}
 		n = ibv_poll_cq(l->cq, 16, wc);
+		if (!n && opt.events)
+			n = wait_cq_event(l, wc, 16);
 		if (n < 0)
 			die("ibv_poll_cq", EIO);
 		for (i = 0; i < n; i++) {
@@ -655,6 +690,8 @@ static void usage(void)
 	       "  -o, --op OP      write | read | copy (loopback only)\n"
 	       "  -c, --cached     local memory by address (lkey 0, MR cache)\n"
 	       "  -C, --check      verify the data moved\n"
+	       "  -e, --events     wait for completions on a completion channel "
+	       "instead of polling\n"
 	       "  -R, --reg-bench  time MR cache hits against ibv_reg_mr+"
 	       "ibv_dereg_mr of -s bytes (default 64m)\n");
 }
@@ -672,6 +709,7 @@ int main(int argc, char **argv)
 		{ "op", required_argument, NULL, 'o' },
 		{ "cached", no_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 'C' },
+		{ "events", no_argument, NULL, 'e' },
 		{ "reg-bench", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -679,7 +717,7 @@ int main(int argc, char **argv)
 	bool size_set = false;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "Sd:p:s:an:t:o:cCRh", lo,
+	while ((c = getopt_long(argc, argv, "Sd:p:s:an:t:o:cCeRh", lo,
 				NULL)) != -1) {
 		switch (c) {
 		case 'S': opt.mode = SERVER; break;
@@ -703,6 +741,7 @@ int main(int argc, char **argv)
 			break;
 		case 'c': opt.cached = true; break;
 		case 'C': opt.check = true; break;
+		case 'e': opt.events = true; break;
 		case 'R': opt.reg_bench = true; break;
 		case 'h': usage(); return 0;
 		default: usage(); return 2;
