@@ -842,15 +842,24 @@ def test_several_processes_several_channels(bulk):
             p.p.wait()
 
 
+def pinned_pages():
+    """Pages pinned with FOLL_PIN in the whole system now (/proc/vmstat)."""
+    with open('/proc/vmstat') as f:
+        v = dict(line.split() for line in f)
+    return int(v['nr_foll_pin_acquired']) - int(v['nr_foll_pin_released'])
+
+
 def test_sigkill_mid_transfer_leaks_nothing(bulk):
     """SIGKILL while 1 GiB transfers run: the kernel flushes the channel,
     unpins everything (MemAvailable comes back) and drops every object."""
     res0 = h.rdma_res_summary()
     mem0 = h.meminfo()['MemAvailable']
+    pins0 = pinned_pages()
     p = Peer('hold', GiB)
     try:
         ans = p.read(600)
         assert ans['posted'], ans
+        assert pinned_pages() > pins0, 'the peer pinned nothing?'
         time.sleep(0.3)                 # in the middle of the first copy
         p.p.send_signal(signal.SIGKILL)
         assert p.p.wait(120) == -signal.SIGKILL
@@ -864,6 +873,6 @@ def test_sigkill_mid_transfer_leaks_nothing(bulk):
     assert h.wait_until(
         lambda: h.meminfo()['MemAvailable'] > mem0 - 256 * 1024, timeout=120), \
         (mem0, h.meminfo()['MemAvailable'])
-    pinned = f'{PARAMS}/pinned_pages'
-    if os.path.exists(pinned):
-        assert h.wait_until(lambda: int(h.read_file(pinned)) == 0, timeout=60)
+    # every page pinned for the process (MRs, MR cache) is unpinned again
+    assert h.wait_until(lambda: pinned_pages() <= pins0, timeout=60), \
+        (pins0, pinned_pages())
