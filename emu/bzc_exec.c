@@ -214,53 +214,69 @@ static void bzc_cursor_skip(struct bzc_cursor *c, u64 n)
 	c->pos += n;
 }
 
-/* Copies in a worker at least this long are shared with a second worker. */
+/*
+ * Copies in a worker at least this long are offered to a second worker, in
+ * chunks both take from one counter: a helper that gets no CPU (say, the
+ * process spins on its CQ on the other one) costs nothing but the offer.
+ */
 #define BZC_SPLIT_BYTES SZ_256K
+#define BZC_CHUNK_BYTES SZ_64K
 
-struct bzc_copy_half {
+struct bzc_copy_job {
 	struct work_struct work;
-	struct bzc_cursor dst, src;
+	struct bzc_cursor dst, src;	/* where the copy starts */
 	u64 len;
-	struct completion done;
+	u64 nchunks;
+	atomic64_t next;		/* the next chunk to take */
 };
 
-static void bzc_copy_half_work(struct work_struct *work)
+static void bzc_copy_chunks(struct bzc_copy_job *job)
 {
-	struct bzc_copy_half *h = container_of(work, struct bzc_copy_half, work);
+	u64 c;
 
-	bzc_copy_pages(&h->dst, &h->src, h->len, true);
-	complete(&h->done);
+	while ((c = atomic64_fetch_inc(&job->next)) < job->nchunks) {
+		struct bzc_cursor d = job->dst, s = job->src;
+		u64 off = c * BZC_CHUNK_BYTES;
+
+		bzc_cursor_skip(&d, off);
+		bzc_cursor_skip(&s, off);
+		bzc_copy_pages(&d, &s, min_t(u64, BZC_CHUNK_BYTES,
+					     job->len - off), true);
+	}
+}
+
+static void bzc_copy_helper(struct work_struct *work)
+{
+	bzc_copy_chunks(container_of(work, struct bzc_copy_job, work));
 }
 
 /*
  * The one copy of the device. `may_sleep` lets long copies reschedule and
- * hand their second half to another worker on bzc_wq (one copy thread runs
- * at about half the memory bandwidth of two).
+ * share the work with a second worker on bzc_wq (one copy thread runs at
+ * about half the memory bandwidth of two).
  */
 static void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
 		     bool may_sleep)
 {
-	struct bzc_copy_half h;
-	u64 first;
+	struct bzc_copy_job job;
 
 	if (!may_sleep || len < BZC_SPLIT_BYTES) {
 		bzc_copy_pages(dst, src, len, may_sleep);
 		return;
 	}
-	first = round_down(len / 2, PAGE_SIZE);
-	h.dst = *dst;
-	h.src = *src;
-	bzc_cursor_skip(&h.dst, first);
-	bzc_cursor_skip(&h.src, first);
-	h.len = len - first;
-	init_completion(&h.done);
-	INIT_WORK_ONSTACK(&h.work, bzc_copy_half_work);
-	queue_work(bzc_wq, &h.work);
-	bzc_copy_pages(dst, src, first, true);
-	wait_for_completion(&h.done);
-	destroy_work_on_stack(&h.work);
-	*dst = h.dst;
-	*src = h.src;
+	job.dst = *dst;
+	job.src = *src;
+	job.len = len;
+	job.nchunks = DIV_ROUND_UP_ULL(len, BZC_CHUNK_BYTES);
+	atomic64_set(&job.next, 0);
+	INIT_WORK_ONSTACK(&job.work, bzc_copy_helper);
+	queue_work(bzc_wq, &job.work);
+	bzc_copy_chunks(&job);
+	/* Not started: never will; running: finishing its last chunk. */
+	cancel_work_sync(&job.work);
+	destroy_work_on_stack(&job.work);
+	bzc_cursor_skip(dst, len);
+	bzc_cursor_skip(src, len);
 }
 
 /* The bzc device whose netdev owns the IP address in `gid`, referenced. */
