@@ -200,6 +200,7 @@ bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited)
 
 	memcpy(bzc_cq_slot(&cq->ring, cq->prod), cqe, sizeof(*cqe));
 	cq->prod++;
+	/* The CQE is in place before the process can see prod. */
 	smp_store_release(&hdr->prod, cpu_to_le32(cq->prod));
 	posted = true;
 

@@ -396,6 +396,7 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 		err = -EAGAIN;
 		goto out;
 	}
+	/* Pairs with the process's release of prod after its RQEs. */
 	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
 	if (prod == tqp->rq_cons) {
 		err = -EAGAIN;
@@ -410,6 +411,7 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 	}
 	memcpy(rqe + 1, slot + 1, rqe->num_sge * sizeof(struct bzc_sge));
 	tqp->rq_cons++;
+	/* The RQE is copied out: the process may reuse its slot. */
 	smp_store_release(&hdr->cons, cpu_to_le32(tqp->rq_cons));
 out:
 	spin_unlock_irqrestore(&tqp->rq_lock, flags);
@@ -871,6 +873,7 @@ static void bzc_sq_advance(struct bzc_qp *qp)
 	struct bzc_wq_ring_hdr *hdr = qp->sq.kaddr;
 
 	qp->sq_cons++;
+	/* The slot is free for the process once it sees cons. */
 	smp_store_release(&hdr->cons, cpu_to_le32(qp->sq_cons));
 }
 
@@ -901,6 +904,7 @@ static bool bzc_sq_run(struct bzc_qp *qp, u64 budget, bool may_sleep)
 
 	for (;;) {
 		state = READ_ONCE(qp->state);
+		/* Pairs with the process's release of prod after its WQEs. */
 		prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
 		if (prod == qp->sq_cons)
 			return false;

@@ -265,6 +265,7 @@ void bzc_rq_flush(struct bzc_qp *qp)
 
 	/* irqsave: a kernel consumer may post (and flush) from any context. */
 	spin_lock_irqsave(&qp->rq_lock, flags);
+	/* Pairs with the process's release of prod after its RQEs. */
 	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
 	/* A producer index the RQ cannot hold flushes nothing more. */
 	if (prod - qp->rq_cons > qp->rq.entries)
@@ -274,6 +275,7 @@ void bzc_rq_flush(struct bzc_qp *qp)
 		       sizeof(*rqe));
 		cqe.wr_id = rqe->wr_id;
 		qp->rq_cons++;
+		/* The RQE is copied out: the process may reuse its slot. */
 		smp_store_release(&hdr->cons, cpu_to_le32(qp->rq_cons));
 		bzc_cq_post(to_bcq(qp->ibqp.recv_cq), &cqe, false);
 	}
@@ -359,6 +361,7 @@ static void bzc_qp_reset(struct bzc_qp *qp)
 
 	mutex_lock(&qp->sq_mutex);
 	qp->sq_cons = le32_to_cpu(READ_ONCE(hdr->prod));
+	/* Every slot is free again: the kernel reads none of them now. */
 	smp_store_release(&hdr->cons, cpu_to_le32(qp->sq_cons));
 	WRITE_ONCE(hdr->error, 0);
 	qp->rnr_waiting = false;
@@ -369,6 +372,7 @@ static void bzc_qp_reset(struct bzc_qp *qp)
 	hdr = wq_hdr(&qp->rq);
 	spin_lock_irq(&qp->rq_lock);
 	qp->rq_cons = le32_to_cpu(READ_ONCE(hdr->prod));
+	/* Every slot is free again: the kernel reads none of them now. */
 	smp_store_release(&hdr->cons, cpu_to_le32(qp->rq_cons));
 	WRITE_ONCE(hdr->error, 0);
 	spin_unlock_irq(&qp->rq_lock);
