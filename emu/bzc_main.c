@@ -153,7 +153,7 @@ static int __init bzc_init(void)
 	int err;
 
 	/* Send queue executors: long copies, may sleep, any CPU. */
-	bzc_wq = alloc_workqueue("bzc", WQ_UNBOUND, 0);
+	bzc_wq = alloc_workqueue("bzc", WQ_UNBOUND | WQ_HIGHPRI, 0);
 	if (!bzc_wq)
 		return -ENOMEM;
 
