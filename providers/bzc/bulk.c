@@ -93,50 +93,6 @@ static int bzc_bulk_chan_destroy_cmd(struct ibv_context *context,
 	return bzc_cmd_exec(context, &cmd);
 }
 
-/*
- * Map the ring the kernel described, after checking the description: a
- * power-of-two number (at least @depth) of power-of-two sized slots, each
- * holding a WQE and at least one SGE, all inside the mapping.  Anything
- * else is EPROTO rather than trusted.
- */
-static int bzc_bulk_chan_map(struct ibv_context *context,
-			     struct bzc_bulk_chan *chan,
-			     const struct bzc_bulk_chan_create_resp *resp,
-			     uint32_t depth)
-{
-	uint32_t entries = resp->entries, wqe_size = resp->wqe_size;
-	void *addr;
-
-	if (!entries || (entries & (entries - 1)) || entries > 1U << 31 ||
-	    entries < depth)
-		return EPROTO;
-	if (!wqe_size || (wqe_size & (wqe_size - 1)) ||
-	    wqe_size < sizeof(struct bzc_bulk_wqe) + sizeof(struct bzc_bulk_sge))
-		return EPROTO;
-	if ((uint64_t)resp->mmap_len <
-	    BZC_WQ_RING_WQE_OFFSET + (uint64_t)entries * wqe_size)
-		return EPROTO;
-	if ((off_t)resp->mmap_key < 0 ||
-	    (uint64_t)(off_t)resp->mmap_key != resp->mmap_key)
-		return EPROTO;
-
-	addr = mmap(NULL, resp->mmap_len, PROT_READ | PROT_WRITE, MAP_SHARED,
-		    context->cmd_fd, (off_t)resp->mmap_key);
-	if (addr == MAP_FAILED)
-		return errno;
-
-	chan->hdr = addr;
-	chan->ring_len = resp->mmap_len;
-	chan->wqes = (uint8_t *)addr + BZC_WQ_RING_WQE_OFFSET;
-	chan->entries = entries;
-	chan->wqe_shift = (uint32_t)__builtin_ctz(wqe_size);
-	chan->prod = le32toh(__atomic_load_n(&chan->hdr->prod,
-					     __ATOMIC_RELAXED));
-	chan->cons = le32toh(__atomic_load_n(&chan->hdr->cons,
-					     __ATOMIC_ACQUIRE));
-	return 0;
-}
-
 static int bzc_check_chan_attr(struct ibv_context *ctx,
 			       const struct bzcdv_bulk_chan_init_attr *attr)
 {
@@ -188,7 +144,7 @@ bzcdv_create_bulk_chan(struct ibv_context *ctx,
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = pthread_spin_init(&chan->lock, PTHREAD_PROCESS_PRIVATE);
+	ret = pthread_spin_init(&chan->wq.lock, PTHREAD_PROCESS_PRIVATE);
 	if (ret)
 		goto err_free;
 
@@ -212,12 +168,16 @@ bzcdv_create_bulk_chan(struct ibv_context *ctx,
 		goto err_lock;
 	chan->handle = (uint32_t)handle->data;
 
-	ret = bzc_bulk_chan_map(ctx, chan, &resp, attr->depth);
+	/* The channel ring has the SQ's format: one WQE and an SGE at least. */
+	ret = bzc_wq_map(ctx, &chan->wq, resp.mmap_key, resp.mmap_len,
+			 resp.entries, resp.wqe_size,
+			 sizeof(struct bzc_bulk_wqe) + sizeof(struct bzc_bulk_sge),
+			 attr->depth);
 	if (ret)
 		goto err_destroy;
 
 	/* What one slot holds, what the device takes, what the field holds. */
-	max_sge = (uint32_t)((((size_t)1 << chan->wqe_shift) -
+	max_sge = (uint32_t)((((size_t)1 << chan->wq.wqe_shift) -
 			      sizeof(struct bzc_bulk_wqe)) /
 			     sizeof(struct bzc_bulk_sge));
 	if (max_sge > caps.max_bulk_sge)
@@ -230,14 +190,14 @@ bzcdv_create_bulk_chan(struct ibv_context *ctx,
 	chan->dv.cq = attr->cq;
 	chan->dv.recv_cq = recv_cq;
 	chan->dv.chan_num = resp.chan_num;
-	chan->dv.depth = chan->entries;
+	chan->dv.depth = chan->wq.entries;
 	chan->dv.max_sge = max_sge;
 	return &chan->dv;
 
 err_destroy:
 	bzc_bulk_chan_destroy_cmd(ctx, chan->handle);
 err_lock:
-	pthread_spin_destroy(&chan->lock);
+	pthread_spin_destroy(&chan->wq.lock);
 err_free:
 	free(chan);
 	errno = ret;
@@ -254,8 +214,8 @@ BZC_EXPORT int bzcdv_destroy_bulk_chan(struct bzcdv_bulk_chan *dv)
 	if (ret)
 		return ret;
 
-	munmap(chan->hdr, chan->ring_len);
-	pthread_spin_destroy(&chan->lock);
+	bzc_wq_unmap(&chan->wq);
+	pthread_spin_destroy(&chan->wq.lock);
 	free(chan);
 	return 0;
 }
@@ -270,17 +230,7 @@ static int bzc_bulk_doorbell(struct bzc_bulk_chan *chan)
 	return bzc_cmd_exec(chan->dv.context, &cmd);
 }
 
-/* As bzc_wq_full() for a QP: re-read cons only when the ring looks full. */
-static bool bzc_bulk_ring_full(struct bzc_bulk_chan *chan, uint32_t index)
-{
-	if (index - chan->cons < chan->entries)
-		return false;
-	chan->cons = le32toh(__atomic_load_n(&chan->hdr->cons,
-					     __ATOMIC_ACQUIRE));
-	return index - chan->cons >= chan->entries;
-}
-
-/* Write @wr into slot @index; chan->lock held. */
+/* Write @wr into slot @index; chan->wq.lock held. */
 static int bzc_bulk_build(struct bzc_bulk_chan *chan, uint32_t index,
 			  const struct bzcdv_bulk_wr *wr)
 {
@@ -294,12 +244,10 @@ static int bzc_bulk_build(struct bzc_bulk_chan *chan, uint32_t index,
 		return EINVAL;
 	if (wr->num_sge > chan->dv.max_sge || (wr->num_sge && !wr->sg_list))
 		return EINVAL;
-	if (bzc_bulk_ring_full(chan, index))
+	if (bzc_wq_full(&chan->wq, index))
 		return ENOMEM;
 
-	wqe = (struct bzc_bulk_wqe *)(chan->wqes +
-				      ((size_t)(index & (chan->entries - 1))
-				       << chan->wqe_shift));
+	wqe = bzc_wq_slot(&chan->wq, index);
 	memset(wqe, 0, sizeof(*wqe));
 	wqe->wr_id = htole64(wr->wr_id);
 	wqe->remote_addr = htole64(wr->remote_addr);
@@ -334,19 +282,18 @@ BZC_EXPORT int bzcdv_post_bulk(struct bzcdv_bulk_chan *dv,
 	if (!wr)
 		return 0;
 
-	pthread_spin_lock(&chan->lock);
-	start = chan->prod;
+	pthread_spin_lock(&chan->wq.lock);
+	start = chan->wq.prod;
 	for (; wr; wr = wr->next) {
-		ret = bzc_bulk_build(chan, chan->prod, wr);
+		ret = bzc_bulk_build(chan, chan->wq.prod, wr);
 		if (ret)
 			break;
-		chan->prod++;
+		chan->wq.prod++;
 	}
-	posted = chan->prod != start;
+	posted = chan->wq.prod != start;
 	if (posted)
-		__atomic_store_n(&chan->hdr->prod, htole32(chan->prod),
-				 __ATOMIC_RELEASE);
-	pthread_spin_unlock(&chan->lock);
+		bzc_wq_publish(&chan->wq);
+	pthread_spin_unlock(&chan->wq.lock);
 
 	if (ret)
 		*bad_wr = wr;

@@ -353,14 +353,7 @@ int bzc_check_bulk(struct ibv_context *context);
 struct bzc_bulk_chan {
 	struct bzcdv_bulk_chan dv;	/* first: the public part */
 	uint32_t handle;		/* the kernel's object handle */
-	pthread_spinlock_t lock;	/* the ring below */
-	struct bzc_wq_ring_hdr *hdr;
-	size_t ring_len;
-	uint8_t *wqes;
-	uint32_t entries;		/* a power of two */
-	uint32_t wqe_shift;
-	uint32_t prod;			/* free running, as in struct bzc_wq */
-	uint32_t cons;			/* last hdr->cons seen */
+	struct bzc_wq wq;		/* the ring: an SQ's format and rules */
 };
 
 /* mr_cache.c: the provider side of a bzcdv_mr_cached. */
