@@ -327,6 +327,8 @@ struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key);
 struct bzc_mr *bzc_rkey_get(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 			    u64 addr, u64 len, int access, u64 *off);
 void bzc_mr_put(struct bzc_mr *mr);
+struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
+			    u64 addr, u64 len, int access);
 int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr);
 
 /* bzc_mr_cache.c */

@@ -187,15 +187,9 @@ static bool bzc_span_get(struct bzc_dev *bdev, struct bzc_pd *pd, u32 key,
 		sp->first = offset_in_page(addr);
 		return true;
 	}
-	mr = bzc_mr_get(bdev, key);
+	mr = bzc_lkey_get(bdev, key, &pd->ibpd, addr, len, access);
 	if (!mr)
 		return false;
-	if (mr->ibmr.pd != &pd->ibpd || (mr->access & access) != access ||
-	    addr < mr->iova || len > mr->length ||
-	    addr - mr->iova > mr->length - len) {
-		bzc_mr_put(mr);
-		return false;
-	}
 	sp->mr = mr;
 	sp->pages = mr->pages;
 	sp->first = mr->page_off + (addr - mr->iova);

@@ -101,17 +101,9 @@ static bool bzc_sgl_add(struct bzc_sgl *sgl, struct bzc_dev *bdev,
 		if (!mr)
 			return false;
 	} else {
-		mr = bzc_mr_get(bdev, key);
+		mr = bzc_lkey_get(bdev, key, pd, addr, len, access);
 		if (!mr)
 			return false;
-		if (mr->ibmr.pd != pd ||
-		    (READ_ONCE(mr->access) & access) != access ||
-		    addr < mr->iova || len > mr->length ||
-		    addr - mr->iova > mr->length - len ||
-		    (bzc_mr_is_kernel(mr) && !bzc_kva_range_ok(addr, len))) {
-			bzc_mr_put(mr);
-			return false;
-		}
 		off = addr - mr->iova;
 	}
 	sgl->seg[sgl->n].mr = mr;

@@ -224,6 +224,29 @@ struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key)
 }
 
 /*
+ * Resolve a local access to [addr, addr + len) by `lkey` in `pd` with
+ * `access` (IB_ACCESS_LOCAL_WRITE or 0): the MR with a reference, or NULL
+ * when the key, PD, rights or bounds do not allow it.
+ */
+struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
+			    u64 addr, u64 len, int access)
+{
+	struct bzc_mr *mr = bzc_mr_get(bdev, lkey);
+
+	if (!mr)
+		return NULL;
+	if (mr->ibmr.pd != pd ||
+	    (READ_ONCE(mr->access) & access) != access ||
+	    addr < mr->iova || len > mr->length ||
+	    addr - mr->iova > mr->length - len ||
+	    (bzc_mr_is_kernel(mr) && !bzc_kva_range_ok(addr, len))) {
+		bzc_mr_put(mr);
+		return NULL;
+	}
+	return mr;
+}
+
+/*
  * Resolve a remote access to [addr, addr + len) by `rkey` arriving at `qp`
  * with `access` (one IB_ACCESS_REMOTE_* right): through an MR of the QP's
  * PD, or through a window bound to one. Returns the MR with a reference
