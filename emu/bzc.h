@@ -16,6 +16,7 @@
 #include <linux/refcount.h>
 #include <linux/completion.h>
 #include <linux/mutex.h>
+#include <linux/mm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/bzc-abi.h>
@@ -289,6 +290,21 @@ static inline void *bzc_wq_slot(struct bzc_ring *ring, u32 index,
 {
 	return ring->kaddr + BZC_WQ_RING_WQE_OFFSET +
 	       (size_t)(index & (ring->entries - 1)) * slot_size;
+}
+
+/*
+ * The device's one copy, of at most a page: whole aligned pages go through
+ * copy_page(), the architecture's page copy (rep movsq or an unrolled loop
+ * on x86-64). The generic memcpy() may be a byte-wise rep movsb, which
+ * emulators such as QEMU's TCG execute a byte per step, several times
+ * slower.
+ */
+static inline void bzc_copy_piece(void *dst, const void *src, size_t len)
+{
+	if (len == PAGE_SIZE && PAGE_ALIGNED(dst) && PAGE_ALIGNED(src))
+		copy_page(dst, (void *)src);
+	else
+		memcpy(dst, src, len);
 }
 
 static inline struct bzc_mmap_entry *

@@ -304,9 +304,11 @@ static void bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 		lp = kmap_local_page(l->pages[lb >> PAGE_SHIFT]);
 		fp = kmap_local_page(req->far.pages[fb >> PAGE_SHIFT]);
 		if (to_far)
-			memcpy(fp + offset_in_page(fb), lp + offset_in_page(lb), n);
+			bzc_copy_piece(fp + offset_in_page(fb),
+				       lp + offset_in_page(lb), n);
 		else
-			memcpy(lp + offset_in_page(lb), fp + offset_in_page(fb), n);
+			bzc_copy_piece(lp + offset_in_page(lb),
+				       fp + offset_in_page(fb), n);
 		kunmap_local(fp);
 		kunmap_local(lp);
 

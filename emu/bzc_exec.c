@@ -181,7 +181,7 @@ static void bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
 		d = bzc_cursor_map(dst, &dlen);
 		s = bzc_cursor_map(src, &slen);
 		n = min3((u64)dlen, (u64)slen, len);
-		memcpy(d, s, n);
+		bzc_copy_piece(d, s, n);
 		bzc_cursor_unmap(src, s);
 		bzc_cursor_unmap(dst, d);
 		dst->pos += n;
