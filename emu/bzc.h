@@ -377,6 +377,9 @@ int bzc_bulk_doorbell(struct bzc_bulk_chan *chan);
 /* bzc_bulk_uapi.c */
 extern const struct uapi_definition bzc_uapi_defs[];
 
+/* bzc_qp.c */
+extern const struct uapi_definition bzc_qp_uapi_defs[];
+
 /* bzc_mw.c */
 int bzc_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int bzc_dealloc_mw(struct ib_mw *ibmw);

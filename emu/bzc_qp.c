@@ -7,6 +7,9 @@
 #include <linux/slab.h>
 #include <rdma/ib_cache.h>
 #include <rdma/uverbs_ioctl.h>
+#define UVERBS_MODULE_NAME bzc
+#include <rdma/uverbs_named_ioctl.h>
+#include <rdma/bzc_user_ioctl_cmds.h>
 
 #include "bzc.h"
 
@@ -542,9 +545,10 @@ int bzc_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 }
 
 /*
- * The SQ doorbell: IB_USER_VERBS_CMD_POST_SEND with no WRs. WQEs are in
- * the mapped ring; a process's WRs through the command are not taken. A
- * kernel consumer's WRs go into its ring (bzc_kqp.c).
+ * The SQ doorbell of providers without BZC_CAP_QP_DOORBELL:
+ * IB_USER_VERBS_CMD_POST_SEND with no WRs. WQEs are in the mapped ring; a
+ * process's WRs through the command are not taken. A kernel consumer's
+ * WRs go into its ring (bzc_kqp.c).
  */
 int bzc_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr)
@@ -558,6 +562,37 @@ int bzc_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	bzc_sq_kick(to_bqp(ibqp));
 	return 0;
 }
+
+/*
+ * BZC_METHOD_QP_DOORBELL: the SQ doorbell as a driver method, which skips
+ * the POST_SEND command's copies and allocation (the latency of short
+ * WQEs is mostly this syscall). The core holds the QP's uobject for read:
+ * the QP cannot be destroyed underneath.
+ */
+static int UVERBS_HANDLER(BZC_METHOD_QP_DOORBELL)(
+	struct uverbs_attr_bundle *attrs)
+{
+	struct ib_qp *ibqp = uverbs_attr_get_obj(attrs,
+						 BZC_ATTR_QP_DOORBELL_HANDLE);
+
+	if (IS_ERR(ibqp))
+		return PTR_ERR(ibqp);
+	bzc_sq_kick(to_bqp(ibqp->real_qp));
+	return 0;
+}
+
+DECLARE_UVERBS_NAMED_METHOD(
+	BZC_METHOD_QP_DOORBELL,
+	UVERBS_ATTR_IDR(BZC_ATTR_QP_DOORBELL_HANDLE, UVERBS_OBJECT_QP,
+			UVERBS_ACCESS_READ, UA_MANDATORY));
+
+ADD_UVERBS_METHODS(bzc_qp_methods, UVERBS_OBJECT_QP,
+		   &UVERBS_METHOD(BZC_METHOD_QP_DOORBELL));
+
+const struct uapi_definition bzc_qp_uapi_defs[] = {
+	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_QP, &bzc_qp_methods),
+	{},
+};
 
 /* The RQ doorbell, rung only to flush receives posted in the error state. */
 int bzc_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,

@@ -154,7 +154,8 @@ static int bzc_alloc_ucontext(struct ib_ucontext *ibuc,
 {
 	struct bzc_alloc_ucontext_resp resp = {
 		.comp_mask = BZC_ALLOC_UCTX_RESP_CAPS,
-		.caps = BZC_CAP_MMAP_ENTRIES | BZC_CAP_BULK,
+		.caps = BZC_CAP_MMAP_ENTRIES | BZC_CAP_BULK |
+			BZC_CAP_QP_DOORBELL,
 	};
 	struct bzc_alloc_ucontext_req req = {};
 	int err;

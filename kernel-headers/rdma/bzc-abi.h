@@ -79,8 +79,10 @@ struct bzc_resize_cq_resp {
  * and wqe_size are powers of two. The process writes WQEs, then prod
  * (release); the kernel copies each WQE out of the ring before it checks
  * it, then advances cons. A slot is free again once cons has passed it.
- * For the SQ the process then rings the doorbell: IB_USER_VERBS_CMD_POST_SEND
- * with wr_count 0 (one syscall per ibv_post_send call). The RQ needs none,
+ * For the SQ the process then rings the doorbell, one syscall per
+ * ibv_post_send call: BZC_METHOD_QP_DOORBELL when the context reports
+ * BZC_CAP_QP_DOORBELL, else IB_USER_VERBS_CMD_POST_SEND with wr_count 0
+ * (the kernel accepts both). The RQ needs none,
  * except once `error` is set: WQEs posted to a QP in the error state are
  * flushed by the kernel when the process sends IB_USER_VERBS_CMD_POST_RECV
  * with wr_count 0 (the RQ doorbell).

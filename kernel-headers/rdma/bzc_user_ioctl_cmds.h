@@ -91,4 +91,19 @@ enum bzc_cached_mr_release_attrs {
 	BZC_ATTR_CACHED_MR_RELEASE_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
 };
 
+/* Driver methods on the core UVERBS_OBJECT_QP (with BZC_CAP_QP_DOORBELL). */
+enum bzc_qp_methods {
+	/*
+	 * The SQ doorbell: execute the WQEs written to the QP's send ring
+	 * since the last one. No payload, nothing returned; lighter than
+	 * IB_USER_VERBS_CMD_POST_SEND with no work requests.
+	 */
+	BZC_METHOD_QP_DOORBELL = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum bzc_qp_doorbell_attrs {
+	/* IDR UVERBS_OBJECT_QP, read: a QP of this process */
+	BZC_ATTR_QP_DOORBELL_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+};
+
 #endif /* BZC_USER_IOCTL_CMDS_H */

@@ -37,6 +37,8 @@ enum bzc_device_caps {
 	BZC_CAP_MMAP_ENTRIES = 1 << 0,
 	/* The BZC_OBJECT_BULK_CHAN and BZC_OBJECT_CACHED_MR objects exist. */
 	BZC_CAP_BULK = 1 << 1,
+	/* BZC_METHOD_QP_DOORBELL exists on UVERBS_OBJECT_QP. */
+	BZC_CAP_QP_DOORBELL = 1 << 2,
 };
 
 /* bzc_cq_ring_hdr.arm: what the next completion event waits for. */

@@ -6,7 +6,8 @@
  *
  * A post writes its WQEs into the slots from sq.prod on, publishes the new
  * prod with one release store, and then rings the doorbell once: the
- * POST_SEND command with no work requests in it.  The kernel copies each
+ * driver method BZC_METHOD_QP_DOORBELL (or, from a kernel without it, the
+ * POST_SEND command with no work requests in it).  The kernel copies each
  * WQE out of the ring before it checks it, so what a WQE claims (keys,
  * lengths, the AH index) is the kernel's to validate; this side refuses
  * only what the verbs API defines as a posting error.
@@ -14,6 +15,8 @@
 
 #include <errno.h>
 #include <string.h>
+
+#include <rdma/bzc_user_ioctl_cmds.h>
 
 #include "bzc.h"
 
@@ -92,12 +95,18 @@ static int bzc_sq_check_state(struct bzc_qp *qp)
 	}
 }
 
-/* One doorbell: POST_SEND with no work requests (wr_count 0). */
+/* One doorbell: BZC_METHOD_QP_DOORBELL, else POST_SEND with no WRs. */
 static int bzc_sq_doorbell(struct bzc_qp *qp)
 {
+	struct ibv_context *context = qp->vqp.qp.context;
 	struct ibv_send_wr *bad = NULL;
+	struct bzc_cmd cmd;
 
-	return ibv_cmd_post_send(&qp->vqp.qp, NULL, &bad);
+	if (!(to_bctx(context)->caps & BZC_CAP_QP_DOORBELL))
+		return ibv_cmd_post_send(&qp->vqp.qp, NULL, &bad);
+	bzc_cmd_init(&cmd, UVERBS_OBJECT_QP, BZC_METHOD_QP_DOORBELL);
+	bzc_cmd_add_idr(&cmd, BZC_ATTR_QP_DOORBELL_HANDLE, qp->vqp.qp.handle);
+	return bzc_cmd_exec(context, &cmd);
 }
 
 /* ---------------------------------------------------------------------- */
