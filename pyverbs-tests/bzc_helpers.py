@@ -913,7 +913,7 @@ class QPPair:
             connect_qps(self.a, self.b, env.gid_index, access_b=access_b,
                         rnr_retry=rnr_retry, min_rnr_timer=min_rnr_timer)
         except BaseException:
-            self.close()
+            QPPair.close(self)      # not a subclass's: it is not set up
             raise
 
     def __iter__(self):
