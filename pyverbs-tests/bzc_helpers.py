@@ -608,19 +608,30 @@ def gid_raw(gid):
 
 
 class QPEnd:
-    """A QP with its own send and receive CQ."""
+    """A QP with its own send and receive CQ.  With send_ops (a mask of
+    IBV_QP_EX_WITH_*) the QP is an extended one (QPEx, ibv_wr_* API)."""
 
     def __init__(self, ctx, pd, qp_type, cap=None, sq_sig_all=False,
-                 cq_depth=512, channel=None):
+                 cq_depth=512, channel=None, send_ops=None):
         from pyverbs.cq import CQ
-        from pyverbs.qp import QP, QPCap, QPInitAttr
+        from pyverbs.qp import QP, QPCap, QPEx, QPInitAttr, QPInitAttrEx
+        e = _verbs()
         self.ctx, self.pd, self.qp_type = ctx, pd, qp_type
         self.scq = CQ(ctx, cq_depth, None, channel, 0)
         self.rcq = CQ(ctx, cq_depth, None, channel, 0)
-        self.init_attr = QPInitAttr(qp_type=qp_type, scq=self.scq,
-                                    rcq=self.rcq, cap=cap or QPCap(),
-                                    sq_sig_all=1 if sq_sig_all else 0)
-        self.qp = QP(pd, self.init_attr)
+        if send_ops is None:
+            self.init_attr = QPInitAttr(qp_type=qp_type, scq=self.scq,
+                                        rcq=self.rcq, cap=cap or QPCap(),
+                                        sq_sig_all=1 if sq_sig_all else 0)
+            self.qp = QP(pd, self.init_attr)
+        else:
+            self.init_attr = QPInitAttrEx(
+                qp_type=qp_type, scq=self.scq, rcq=self.rcq,
+                cap=cap or QPCap(), sq_sig_all=1 if sq_sig_all else 0,
+                pd=pd, send_ops_flags=send_ops,
+                comp_mask=e.IBV_QP_INIT_ATTR_PD |
+                e.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+            self.qp = QPEx(ctx, self.init_attr)
         self.cap = self.init_attr.cap       # what the device granted
 
     @property
@@ -707,6 +718,16 @@ def qp_to_err(qp):
     qp.modify(a, e.IBV_QP_STATE)
 
 
+def bring_up_qp(qp, qp_type, gid, gid_index, dest_qpn, access=None,
+                rnr_retry=7, min_rnr_timer=1):
+    """RESET -> INIT -> RTR -> RTS of one pyverbs QP, addressed at QP
+    dest_qpn behind `gid` (UD: just RTS), with qp_to_*()'s defaults."""
+    qp_to_init(qp, qp_type, access=access)
+    qp_to_rtr(qp, qp_type, gid, gid_index, dest_qpn,
+              min_rnr_timer=min_rnr_timer)
+    qp_to_rts(qp, qp_type, rnr_retry=rnr_retry)
+
+
 def connect_qps(a, b, gid_index, access_a=None, access_b=None,
                 rnr_retry=7, min_rnr_timer=1):
     """Bring QPEnds a and b to RTS, each addressed at the other (for UD:
@@ -714,10 +735,21 @@ def connect_qps(a, b, gid_index, access_a=None, access_b=None,
     responder's (both set on both)."""
     gid = a.ctx.query_gid(PORT, gid_index)
     for me, peer, acc in ((a, b, access_a), (b, a, access_b)):
-        qp_to_init(me.qp, me.qp_type, access=acc)
-        qp_to_rtr(me.qp, me.qp_type, gid, gid_index, peer.qpn,
-                  min_rnr_timer=min_rnr_timer)
-        qp_to_rts(me.qp, me.qp_type, rnr_retry=rnr_retry)
+        bring_up_qp(me.qp, me.qp_type, gid, gid_index, peer.qpn,
+                    access=acc, rnr_retry=rnr_retry,
+                    min_rnr_timer=min_rnr_timer)
+
+
+def self_connected_qp(ctx, pd, qp_type, gid_index, cap=None, cq_depth=512):
+    """A QPEnd at RTS addressed at itself (UD: just at RTS)."""
+    end = QPEnd(ctx, pd, qp_type, cap, cq_depth=cq_depth)
+    try:
+        bring_up_qp(end.qp, qp_type, ctx.query_gid(PORT, gid_index),
+                    gid_index, end.qpn)
+    except BaseException:
+        end.close()
+        raise
+    return end
 
 
 def poll_cq(cq, n, timeout=CQ_TIMEOUT):
@@ -751,6 +783,183 @@ def drain_cq(cq, wait=0.0):
         if time.monotonic() >= deadline:
             return wcs
         time.sleep(0.005)
+
+
+def assert_quiet(cq, what, wait=0.0):
+    """The CQ holds no completion (now, or within `wait` seconds)."""
+    extra = drain_cq(cq, wait)
+    assert not extra, f'{what}: unexpected completions: ' + \
+        '; '.join(wc_str(w) for w in extra)
+
+
+def expect_wcs(cq, want, what):
+    """The CQ's next completions are exactly [(wr_id, status), ...]: they
+    come in that order and no more follow within 50 ms.  Returns them."""
+    wcs = poll_cq(cq, len(want))
+    got = [(w.wr_id, w.status) for w in wcs]
+    names = [(i, wc_status_str(s)) for i, s in want]
+    assert got == list(want), f'{what}: got ' + \
+        '; '.join(wc_str(w) for w in wcs) + f'; want {names}'
+    assert_quiet(cq, what, 0.05)
+    return wcs
+
+
+# Work requests from pyverbs MRs.  flags=None: IBV_SEND_SIGNALED.
+
+def sge(mr, off, length, lkey=None):
+    """`length` bytes at offset `off` of a pyverbs MR, with its lkey (or
+    the lkey given)."""
+    from pyverbs.wr import SGE
+    return SGE(mr.buf + off, length, mr.lkey if lkey is None else lkey)
+
+
+def send_wr(wr_id, opcode, sges=(), flags=None):
+    from pyverbs.wr import SendWR
+    if flags is None:
+        flags = _verbs().IBV_SEND_SIGNALED
+    return SendWR(wr_id=wr_id, opcode=opcode, num_sge=len(sges),
+                  sg=list(sges) or None, send_flags=flags)
+
+
+def rdma_wr(wr_id, opcode, sges, rkey, addr, flags=None):
+    """An RDMA WRITE (WITH_IMM) or READ of remote `addr` under `rkey`."""
+    w = send_wr(wr_id, opcode, sges, flags)
+    w.set_wr_rdma(rkey, addr)
+    return w
+
+
+def recv_wr(wr_id, sges):
+    from pyverbs.wr import RecvWR
+    return RecvWR(wr_id=wr_id, num_sge=len(sges), sg=list(sges))
+
+
+# Loopback rigs: one VerbsEnv per test module, QPPairs made per test
+# through a ClosingFactory fixture:
+#
+#     @pytest.fixture(scope='module')
+#     def env():
+#         with h.VerbsEnv() as en:
+#             en.mr_a = en.reg(SZ, h.access_all())
+#             yield en
+#
+#     @pytest.fixture
+#     def pairs(env):
+#         with h.ClosingFactory(h.QPPair, env) as make:
+#             yield make            # a test: a, b = pairs()
+
+class VerbsEnv:
+    """A context on $BZC_DEV, its PD `pd` (and `pd2`, "another PD", unless
+    second_pd=False), the RoCE v2 GID of $BZC_IPV4 (`gid`, `gid_index`)
+    and the MRs made by reg() (`registered`, in order).  close(), or the
+    end of a `with` block, releases all of it."""
+
+    def __init__(self, second_pd=True):
+        import pyverbs.device as d
+        from pyverbs.pd import PD
+        self.ctx = d.Context(name=DEV)
+        self.pd = PD(self.ctx)
+        self.pd2 = PD(self.ctx) if second_pd else None
+        self.gid_index = find_ipv4_gid_index(self.ctx)
+        self.gid = self.ctx.query_gid(PORT, self.gid_index)
+        self.registered = []
+
+    def reg(self, length, access, pd=None):
+        """An MR of `length` bytes in `pd` (default: self.pd), released by
+        close()."""
+        from pyverbs.mr import MR
+        mr = MR(pd or self.pd, length, access)
+        self.registered.append(mr)
+        return mr
+
+    def close(self):
+        for mr in self.registered:
+            mr.close()
+        if self.pd2 is not None:
+            self.pd2.close()
+        self.pd.close()
+        self.ctx.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class QPPair:
+    """Two QPEnds in env.pd, a (the requester) and b (the responder),
+    connected to each other by connect_qps(); `a, b = pair` unpacks
+    them.  The default cap is 32 WRs and 4 SGEs each way, 64 bytes
+    inline.  sq_sig_all applies to a, access_b to b; rnr_retry and
+    min_rnr_timer as connect_qps() has them.  close() closes `ends` (a
+    test that closes an end itself takes it out of that list)."""
+
+    def __init__(self, env, qp_type=None, cap=None, cq_depth=64,
+                 send_ops=None, sq_sig_all=False, access_b=None,
+                 rnr_retry=7, min_rnr_timer=1):
+        from pyverbs.qp import QPCap
+        self.env = env
+        self.qp_type = _verbs().IBV_QPT_RC if qp_type is None else qp_type
+        if cap is None:
+            cap = QPCap(max_send_wr=32, max_recv_wr=32, max_send_sge=4,
+                        max_recv_sge=4, max_inline_data=64)
+        self.ends = []
+        try:
+            for sig in (sq_sig_all, False):
+                self.ends.append(QPEnd(env.ctx, env.pd, self.qp_type, cap,
+                                       sig, cq_depth=cq_depth,
+                                       send_ops=send_ops))
+            self.a, self.b = self.ends
+            connect_qps(self.a, self.b, env.gid_index, access_b=access_b,
+                        rnr_retry=rnr_retry, min_rnr_timer=min_rnr_timer)
+        except BaseException:
+            QPPair.close(self)      # not a subclass's: it is not set up
+            raise
+
+    def __iter__(self):
+        return iter((self.a, self.b))
+
+    def close(self):
+        for end in self.ends:
+            end.close()
+
+
+class ClosingFactory:
+    """For a per-test fixture: calling it calls make(*args, *more,
+    **kwargs, **more_kw) (like functools.partial), and close(), or the
+    end of a `with` block, closes everything it made, oldest first."""
+
+    def __init__(self, make, *args, **kwargs):
+        self.make, self.args, self.kwargs = make, args, kwargs
+        self.made = []
+
+    def __call__(self, *more, **more_kw):
+        obj = self.make(*self.args, *more, **{**self.kwargs, **more_kw})
+        self.made.append(obj)
+        return obj
+
+    def close(self):
+        for obj in self.made:
+            obj.close()
+        self.made = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def uverbs_maps():
+    """{start: length} of this process's /dev/infiniband/uverbs*
+    mappings (the rings the provider mapped)."""
+    res = {}
+    with open('/proc/self/maps') as f:
+        for line in f:
+            if '/dev/infiniband/uverbs' in line:
+                a, b = line.split()[0].split('-')
+                res[int(a, 16)] = int(b, 16) - int(a, 16)
+    return res
 
 
 # Bytes that differ from the data at every position (b ^ 0xff).

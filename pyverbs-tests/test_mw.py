@@ -13,16 +13,15 @@ import subprocess
 import sys
 import textwrap
 
-import pyverbs.device as d
 import pyverbs.enums as e
 from pyverbs.mr import MR, MW, MWBind, MWBindInfo
-from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
-from pyverbs.qp import QPCap, QPEx, QPInitAttrEx
-from pyverbs.wr import SGE, RecvWR, SendWR
+from pyverbs.qp import QPCap
+from pyverbs.wr import SendWR
 import pytest
 
 import bzc_helpers as h
+from bzc_helpers import expect_wcs, rdma_wr, recv_wr, send_wr, sge
 
 pytestmark = pytest.mark.keeps_netdev
 
@@ -36,128 +35,35 @@ SIG = e.IBV_SEND_SIGNALED
 WIN_OFF, WIN_LEN = 4096, 8192     # the window: b's MR bytes [4096, 12288)
 
 
-class Env:
-    def __init__(self):
-        self.ctx = d.Context(name=h.DEV)
-        self.pd = PD(self.ctx)
-        self.pd2 = PD(self.ctx)
-        self.gid_index = h.find_ipv4_gid_index(self.ctx)
-        self.mr_a = MR(self.pd, SZ, h.access_all())
-        # b's memory is reachable only through windows: no remote rights
-        self.mr_b = MR(self.pd, SZ, LW | BIND)
-        self.mr_b_nobind = MR(self.pd, SZ, LW | RW | RR)
-        self.mr_b_ro = MR(self.pd, SZ, BIND)          # no local write
-        self.mr_pd2 = MR(self.pd2, SZ, LW | BIND)
-        self.mrs = [self.mr_a, self.mr_b, self.mr_b_nobind, self.mr_b_ro,
-                    self.mr_pd2]
-
-    def close(self):
-        for m in self.mrs:
-            m.close()
-        self.pd2.close()
-        self.pd.close()
-        self.ctx.close()
-
-
 @pytest.fixture(scope='module')
 def env():
-    en = Env()
-    yield en
-    en.close()
-
-
-class End:
-    """An RC QP with its own CQs; extended (ibv_wr_*) if send_ops given."""
-
-    def __init__(self, env, send_ops=None):
-        from pyverbs.cq import CQ
-        cap = QPCap(max_send_wr=32, max_recv_wr=32, max_send_sge=4,
-                    max_recv_sge=4)
-        if send_ops is None:
-            self.inner = h.QPEnd(env.ctx, env.pd, e.IBV_QPT_RC, cap,
-                                 cq_depth=64)
-            self.qp, self.scq, self.rcq = (self.inner.qp, self.inner.scq,
-                                           self.inner.rcq)
-        else:
-            self.inner = None
-            self.scq = CQ(env.ctx, 64, None, None, 0)
-            self.rcq = CQ(env.ctx, 64, None, None, 0)
-            attr = QPInitAttrEx(qp_type=e.IBV_QPT_RC, scq=self.scq,
-                                rcq=self.rcq, cap=cap, pd=env.pd,
-                                send_ops_flags=send_ops,
-                                comp_mask=e.IBV_QP_INIT_ATTR_PD |
-                                e.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
-            self.qp = QPEx(env.ctx, attr)
-        self.qp_type = e.IBV_QPT_RC
-        self.ctx = env.ctx
-
-    @property
-    def qpn(self):
-        return self.qp.qp_num
-
-    def state(self):
-        return self.qp.query(e.IBV_QP_STATE)[0].qp_state
-
-    def close(self):
-        for o in (self.qp, self.scq, self.rcq):
-            o.close()
+    with h.VerbsEnv() as en:
+        en.mr_a = en.reg(SZ, h.access_all())
+        # b's memory is reachable only through windows: no remote rights
+        en.mr_b = en.reg(SZ, LW | BIND)
+        en.mr_b_nobind = en.reg(SZ, LW | RW | RR)
+        en.mr_b_ro = en.reg(SZ, BIND)                 # no local write
+        en.mr_pd2 = en.reg(SZ, LW | BIND, pd=en.pd2)
+        yield en
 
 
 @pytest.fixture
 def pair(env):
-    """make(send_ops_a=None, send_ops_b=None) -> (a, b), connected."""
-    made = []
-
-    def make(send_ops_a=None, send_ops_b=None):
-        a, b = End(env, send_ops_a), End(env, send_ops_b)
-        made.extend([a, b])
-        h.connect_qps(a, b, env.gid_index)
-        return a, b
-    yield make
-    for x in made:
-        x.close()
+    """make(send_ops=None) -> (a, b), connected RC QPs; with send_ops
+    both are extended QPs (ibv_wr_*)."""
+    with h.ClosingFactory(h.QPPair, env) as make:
+        yield make
 
 
 @pytest.fixture
 def mws(env):
     """alloc(type, pd=None) -> MW, deallocated after the test."""
-    made = []
-
-    def alloc(mw_type, pd=None):
-        mw = MW(pd or env.pd, mw_type)
-        made.append(mw)
-        return mw
-    yield alloc
-    for mw in made:
-        mw.close()
-
-
-def sge(mr, off, length):
-    return SGE(mr.buf + off, length, mr.lkey)
-
-
-def send_wr(wr_id, opcode, sges=(), flags=SIG):
-    return SendWR(wr_id=wr_id, opcode=opcode, num_sge=len(sges),
-                  sg=list(sges) or None, send_flags=flags)
+    with h.ClosingFactory(lambda t, pd=None: MW(pd or env.pd, t)) as alloc:
+        yield alloc
 
 
 def rdma(end, wr_id, opcode, local, rkey, addr):
-    w = send_wr(wr_id, opcode, [local])
-    w.set_wr_rdma(rkey, addr)
-    end.qp.post_send(w)
-
-
-def expect(cq, want, what):
-    """The CQ's next completions are [(wr_id, status), ...], no more."""
-    wcs = h.poll_cq(cq, len(want))
-    got = [(w.wr_id, w.status) for w in wcs]
-    assert got == list(want), f'{what}: got ' + \
-        '; '.join(h.wc_str(w) for w in wcs) + \
-        f'; want {[(i, h.wc_status_str(s)) for i, s in want]}'
-    extra = h.drain_cq(cq, 0.05)
-    assert not extra, f'{what}: unexpected ' + \
-        '; '.join(h.wc_str(w) for w in extra)
-    return wcs
+    end.qp.post_send(rdma_wr(wr_id, opcode, [local], rkey, addr))
 
 
 def bind1(b, mw, mr, off, length, access, wr_id=0x10):
@@ -167,7 +73,7 @@ def bind1(b, mw, mr, off, length, access, wr_id=0x10):
                             SIG, wr_id))
     assert mw.rkey != old and mw.rkey >> 8 == old >> 8, \
         f'ibv_bind_mw: rkey {old:#x} -> {mw.rkey:#x}'
-    return expect(b.scq, [(wr_id, e.IBV_WC_SUCCESS)], 'type 1 bind')[0]
+    return expect_wcs(b.scq, [(wr_id, e.IBV_WC_SUCCESS)], 'type 1 bind')[0]
 
 
 def bind2_wr(mw, mr, off, length, access, wr_id=0x20):
@@ -180,7 +86,7 @@ def bind2(b, mw, mr, off, length, access, wr_id=0x20):
     """IBV_WR_BIND_MW on b's QP; returns the window's new rkey."""
     w = bind2_wr(mw, mr, off, length, access, wr_id)
     b.qp.post_send(w)
-    wc = expect(b.scq, [(wr_id, e.IBV_WC_SUCCESS)], 'type 2 bind')[0]
+    wc = expect_wcs(b.scq, [(wr_id, e.IBV_WC_SUCCESS)], 'type 2 bind')[0]
     assert wc.opcode == e.IBV_WC_BIND_MW
     return w.rkey
 
@@ -189,7 +95,7 @@ def write_ok(env, a, b, rkey, off, data, wr_id=1):
     env.mr_a.write(data, len(data), 0)
     rdma(a, wr_id, e.IBV_WR_RDMA_WRITE, sge(env.mr_a, 0, len(data)), rkey,
          env.mr_b.buf + off)
-    expect(a.scq, [(wr_id, e.IBV_WC_SUCCESS)], 'write through the window')
+    expect_wcs(a.scq, [(wr_id, e.IBV_WC_SUCCESS)], 'write through the window')
     assert env.mr_b.read(len(data), off) == data
 
 
@@ -200,7 +106,7 @@ def access_fails(env, a, b, rkey, off, length=64,
     env.mr_a.write(os.urandom(length), length, 0)
     rdma(a, 0xbad, opcode, sge(env.mr_a, 0, length), rkey,
          env.mr_b.buf + off)
-    expect(a.scq, [(0xbad, e.IBV_WC_REM_ACCESS_ERR)], what)
+    expect_wcs(a.scq, [(0xbad, e.IBV_WC_REM_ACCESS_ERR)], what)
     assert a.state() == e.IBV_QPS_ERR
     assert b.state() == e.IBV_QPS_RTS, f'{what}: the responder is not at fault'
     assert env.mr_b.read(SZ, 0) == before, f'{what}: memory changed'
@@ -222,7 +128,7 @@ def test_alloc_dealloc_types(env):
     for t in (e.IBV_MW_TYPE_1, e.IBV_MW_TYPE_2) * 4:
         mw = MW(env.pd, t)
         assert mw.rkey not in keys, f'rkey {mw.rkey:#x} handed out twice'
-        assert mw.rkey not in [m.rkey for m in env.mrs]
+        assert mw.rkey not in [m.rkey for m in env.registered]
         keys.add(mw.rkey)
         mw.close()
     for bad in (0, 3):
@@ -246,7 +152,7 @@ def test_type1_write_and_read_through_window(env, pair, mws):
     env.mr_a.write(bytes(WIN_LEN), WIN_LEN, 0)
     rdma(a, 2, e.IBV_WR_RDMA_READ, sge(env.mr_a, 0, WIN_LEN), mw.rkey,
          env.mr_b.buf + WIN_OFF)
-    expect(a.scq, [(2, e.IBV_WC_SUCCESS)], 'read through the window')
+    expect_wcs(a.scq, [(2, e.IBV_WC_SUCCESS)], 'read through the window')
     assert env.mr_a.read(WIN_LEN, 0) == data
 
 
@@ -267,7 +173,7 @@ def test_window_rights_are_its_own(env, pair, mws):
     bind1(b, mw, env.mr_b, WIN_OFF, WIN_LEN, RR)
     rdma(a, 3, e.IBV_WR_RDMA_READ, sge(env.mr_a, 0, 64), mw.rkey,
          env.mr_b.buf + WIN_OFF)
-    expect(a.scq, [(3, e.IBV_WC_SUCCESS)], 'read through a read window')
+    expect_wcs(a.scq, [(3, e.IBV_WC_SUCCESS)], 'read through a read window')
     access_fails(env, a, b, mw.rkey, WIN_OFF, what='write to a read window')
 
 
@@ -312,7 +218,7 @@ def test_type1_invalidate_is_refused(env, pair, mws):
     w = send_wr(5, e.IBV_WR_LOCAL_INV)
     w.imm_data = mw.rkey
     b.qp.post_send(w)
-    expect(b.scq, [(5, e.IBV_WC_LOC_QP_OP_ERR)], 'LOCAL_INV of type 1')
+    expect_wcs(b.scq, [(5, e.IBV_WC_LOC_QP_OP_ERR)], 'LOCAL_INV of type 1')
 
 
 def test_type1_bind_by_work_request_is_refused(env, pair, mws):
@@ -320,7 +226,7 @@ def test_type1_bind_by_work_request_is_refused(env, pair, mws):
     a, b = pair()
     mw = mws(e.IBV_MW_TYPE_1)
     b.qp.post_send(bind2_wr(mw, env.mr_b, WIN_OFF, WIN_LEN, RW))
-    expect(b.scq, [(0x20, e.IBV_WC_MW_BIND_ERR)], 'BIND_MW WR of type 1')
+    expect_wcs(b.scq, [(0x20, e.IBV_WC_MW_BIND_ERR)], 'BIND_MW WR of type 1')
     assert b.state() == e.IBV_QPS_ERR
 
 
@@ -338,7 +244,7 @@ def test_type2_write_and_read_through_window(env, pair, mws):
     env.mr_a.write(bytes(64), 64, 0)
     rdma(a, 2, e.IBV_WR_RDMA_READ, sge(env.mr_a, 0, 64), rkey,
          env.mr_b.buf + WIN_OFF + WIN_LEN - 64)
-    expect(a.scq, [(2, e.IBV_WC_SUCCESS)], 'read through the window')
+    expect_wcs(a.scq, [(2, e.IBV_WC_SUCCESS)], 'read through the window')
     assert env.mr_a.read(64, 0) == data[-64:]
 
 
@@ -350,7 +256,7 @@ def test_type2_atomic_through_window(env, pair, mws):
     w = send_wr(4, e.IBV_WR_ATOMIC_FETCH_AND_ADD, [sge(env.mr_a, 0, 8)])
     w.set_wr_atomic(rkey, env.mr_b.buf + WIN_OFF + 8, 2, 0)
     a.qp.post_send(w)
-    expect(a.scq, [(4, e.IBV_WC_SUCCESS)], 'fetch-add through the window')
+    expect_wcs(a.scq, [(4, e.IBV_WC_SUCCESS)], 'fetch-add through the window')
     assert int.from_bytes(env.mr_a.read(8, 0), 'little') == 40
     assert int.from_bytes(env.mr_b.read(8, WIN_OFF + 8), 'little') == 42
 
@@ -384,7 +290,7 @@ def test_type2_rebind_needs_invalidation(env, pair, mws):
     mw = mws(e.IBV_MW_TYPE_2)
     bind2(b, mw, env.mr_b, WIN_OFF, WIN_LEN, RW)
     b.qp.post_send(bind2_wr(mw, env.mr_b, 0, 64, RW, wr_id=0x21))
-    expect(b.scq, [(0x21, e.IBV_WC_MW_BIND_ERR)], 'second bind')
+    expect_wcs(b.scq, [(0x21, e.IBV_WC_MW_BIND_ERR)], 'second bind')
 
 
 def test_type2_local_inv(env, pair, mws):
@@ -395,11 +301,11 @@ def test_type2_local_inv(env, pair, mws):
     w = send_wr(6, e.IBV_WR_LOCAL_INV)
     w.imm_data = rkey
     b.qp.post_send(w)
-    wc = expect(b.scq, [(6, e.IBV_WC_SUCCESS)], 'LOCAL_INV')[0]
+    wc = expect_wcs(b.scq, [(6, e.IBV_WC_SUCCESS)], 'LOCAL_INV')[0]
     assert wc.opcode == e.IBV_WC_LOCAL_INV
     # invalidated twice: the key is no longer valid
     b.qp.post_send(w)
-    expect(b.scq, [(6, e.IBV_WC_LOC_QP_OP_ERR)], 'second LOCAL_INV')
+    expect_wcs(b.scq, [(6, e.IBV_WC_LOC_QP_OP_ERR)], 'second LOCAL_INV')
     # b is in ERR now; a fresh pair shows the key is dead for everyone
     a2, b2 = pair()
     access_fails(env, a2, b2, rkey, WIN_OFF, what='write after LOCAL_INV')
@@ -412,14 +318,14 @@ def test_type2_rebind_after_invalidation(env, pair, mws):
     w = send_wr(6, e.IBV_WR_LOCAL_INV)
     w.imm_data = first
     b.qp.post_send(w)
-    expect(b.scq, [(6, e.IBV_WC_SUCCESS)], 'LOCAL_INV')
+    expect_wcs(b.scq, [(6, e.IBV_WC_SUCCESS)], 'LOCAL_INV')
     # pyverbs derives the new key from mw.rkey; give it a different one
     w2 = SendWR(wr_id=0x22, opcode=e.IBV_WR_BIND_MW, send_flags=SIG)
     w2.set_bind_wr(mw, MWBindInfo(env.mr_b, env.mr_b.buf, 4096, RW))
     assert w2.rkey == first
     # same rkey again is allowed: the window is free
     b.qp.post_send(w2)
-    expect(b.scq, [(0x22, e.IBV_WC_SUCCESS)], 'rebind')
+    expect_wcs(b.scq, [(0x22, e.IBV_WC_SUCCESS)], 'rebind')
     write_ok(env, a, b, first, 0, os.urandom(4096))
 
 
@@ -428,7 +334,7 @@ def test_local_inv_of_mr_rkey_is_refused(env, pair):
     w = send_wr(7, e.IBV_WR_LOCAL_INV)
     w.imm_data = env.mr_b.rkey
     b.qp.post_send(w)
-    expect(b.scq, [(7, e.IBV_WC_LOC_QP_OP_ERR)], 'LOCAL_INV of an MR')
+    expect_wcs(b.scq, [(7, e.IBV_WC_LOC_QP_OP_ERR)], 'LOCAL_INV of an MR')
     # the MR is still registered and usable locally
     env.mr_b.write(b'still', 5, 0)
     assert env.mr_b.read(5, 0) == b'still'
@@ -436,18 +342,13 @@ def test_local_inv_of_mr_rkey_is_refused(env, pair):
 
 def self_connected(env, qp_type):
     """A UC or UD QPEnd at RTS (UC: connected to itself)."""
-    end = h.QPEnd(env.ctx, env.pd, qp_type,
-                  QPCap(max_send_wr=4, max_recv_wr=4), cq_depth=8)
-    gid = env.ctx.query_gid(h.PORT, env.gid_index)
-    h.qp_to_init(end.qp, qp_type)
-    h.qp_to_rtr(end.qp, qp_type, gid, env.gid_index, end.qpn)
-    h.qp_to_rts(end.qp, qp_type)
-    return end
+    return h.self_connected_qp(env.ctx, env.pd, qp_type, env.gid_index,
+                               QPCap(max_send_wr=4, max_recv_wr=4),
+                               cq_depth=8)
 
 
 def _recv(end, mr, off, length, wr_id=0x100):
-    end.qp.post_recv(RecvWR(wr_id=wr_id, num_sge=1,
-                            sg=[sge(mr, off, length)]))
+    end.qp.post_recv(recv_wr(wr_id, [sge(mr, off, length)]))
 
 
 def test_send_with_inv(env, pair, mws):
@@ -460,8 +361,8 @@ def test_send_with_inv(env, pair, mws):
     w = send_wr(8, e.IBV_WR_SEND_WITH_INV, [sge(env.mr_a, 0, len(data))])
     w.imm_data = rkey
     a.qp.post_send(w)
-    expect(a.scq, [(8, e.IBV_WC_SUCCESS)], 'SEND_WITH_INV')
-    wc = expect(b.rcq, [(0x100, e.IBV_WC_SUCCESS)], 'receive')[0]
+    expect_wcs(a.scq, [(8, e.IBV_WC_SUCCESS)], 'SEND_WITH_INV')
+    wc = expect_wcs(b.rcq, [(0x100, e.IBV_WC_SUCCESS)], 'receive')[0]
     assert wc.opcode == e.IBV_WC_RECV
     assert wc.wc_flags & e.IBV_WC_WITH_INV, h.wc_str(wc)
     assert not wc.wc_flags & e.IBV_WC_WITH_IMM
@@ -490,7 +391,7 @@ def test_send_with_inv_refused(env, pair, mws, target):
     w = send_wr(9, e.IBV_WR_SEND_WITH_INV, [sge(env.mr_a, 0, 16)])
     w.imm_data = rkey
     a.qp.post_send(w)
-    expect(a.scq, [(9, e.IBV_WC_REM_INV_REQ_ERR)], 'requester')
+    expect_wcs(a.scq, [(9, e.IBV_WC_REM_INV_REQ_ERR)], 'requester')
     wc = h.poll_cq(b.rcq, 1)[0]
     assert wc.status == e.IBV_WC_REM_INV_REQ_ERR, h.wc_str(wc)
     if target == 'other-qps-window':
@@ -540,7 +441,7 @@ def test_bind_error(env, pair, mws, mw_type, case):
             return
     else:
         b.qp.post_send(bind2_wr(mw, mr, off, length, acc, wr_id=0x30))
-    expect(b.scq, [(0x30, e.IBV_WC_MW_BIND_ERR)], case)
+    expect_wcs(b.scq, [(0x30, e.IBV_WC_MW_BIND_ERR)], case)
     assert b.state() == e.IBV_QPS_ERR
 
 
@@ -581,7 +482,7 @@ def test_window_keeps_its_mr(env, pair):
     mw = MW(env.pd, e.IBV_MW_TYPE_2)
     w = bind2_wr(mw, mr, 0, 4096, RW)
     b.qp.post_send(w)
-    expect(b.scq, [(0x20, e.IBV_WC_SUCCESS)], 'bind')
+    expect_wcs(b.scq, [(0x20, e.IBV_WC_SUCCESS)], 'bind')
     with pytest.raises(PyverbsRDMAError) as ex:
         mr.close()
     assert ex.value.error_code == errno.EBUSY, str(ex.value)
@@ -590,7 +491,7 @@ def test_window_keeps_its_mr(env, pair):
     env.mr_a.write(data, len(data), 0)
     rdma(a, 1, e.IBV_WR_RDMA_WRITE, sge(env.mr_a, 0, len(data)), w.rkey,
          mr.buf)
-    expect(a.scq, [(1, e.IBV_WC_SUCCESS)], 'write')
+    expect_wcs(a.scq, [(1, e.IBV_WC_SUCCESS)], 'write')
     assert mr.read(len(data), 0) == data
     # rereg is refused too while the window is bound
     with pytest.raises(PyverbsRDMAError):
@@ -616,11 +517,9 @@ _EXIT_CHILD = textwrap.dedent('''
     mr = MR(pd, 1 << 20, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND)
     if not mw_first:
         mw = MW(pd, e.IBV_MW_TYPE_2)
-    end = h.QPEnd(ctx, pd, e.IBV_QPT_RC, QPCap(max_send_wr=4), cq_depth=8)
-    gi = h.find_ipv4_gid_index(ctx)
-    h.qp_to_init(end.qp, end.qp_type)
-    h.qp_to_rtr(end.qp, end.qp_type, ctx.query_gid(h.PORT, gi), gi, end.qpn)
-    h.qp_to_rts(end.qp, end.qp_type)
+    end = h.self_connected_qp(ctx, pd, e.IBV_QPT_RC,
+                              h.find_ipv4_gid_index(ctx),
+                              QPCap(max_send_wr=4), cq_depth=8)
     w = SendWR(wr_id=1, opcode=e.IBV_WR_BIND_MW,
                send_flags=e.IBV_SEND_SIGNALED)
     w.set_bind_wr(mw, MWBindInfo(mr, mr.buf, 1 << 20,
@@ -656,7 +555,7 @@ WR_OPS = (e.IBV_QP_EX_WITH_SEND | e.IBV_QP_EX_WITH_RDMA_WRITE |
 
 
 def test_wr_api_bind_write_local_inv(env, pair, mws):
-    a, b = pair(WR_OPS, WR_OPS)
+    a, b = pair(send_ops=WR_OPS)
     mw = mws(e.IBV_MW_TYPE_2)
     rkey = (mw.rkey & ~0xff) | ((mw.rkey + 7) & 0xff)
     b.qp.wr_start()
@@ -664,7 +563,7 @@ def test_wr_api_bind_write_local_inv(env, pair, mws):
     b.qp.wr_bind_mw(mw, rkey, MWBindInfo(env.mr_b, env.mr_b.buf + WIN_OFF,
                                          WIN_LEN, RW))
     b.qp.wr_complete()
-    wc = expect(b.scq, [(0x40, e.IBV_WC_SUCCESS)], 'wr_bind_mw')[0]
+    wc = expect_wcs(b.scq, [(0x40, e.IBV_WC_SUCCESS)], 'wr_bind_mw')[0]
     assert wc.opcode == e.IBV_WC_BIND_MW
     data = os.urandom(1000)
     env.mr_a.write(data, len(data), 0)
@@ -673,38 +572,39 @@ def test_wr_api_bind_write_local_inv(env, pair, mws):
     a.qp.wr_rdma_write(rkey, env.mr_b.buf + WIN_OFF + 100)
     a.qp.wr_set_sge(sge(env.mr_a, 0, len(data)))
     a.qp.wr_complete()
-    expect(a.scq, [(0x41, e.IBV_WC_SUCCESS)], 'wr_rdma_write')
+    expect_wcs(a.scq, [(0x41, e.IBV_WC_SUCCESS)], 'wr_rdma_write')
     assert env.mr_b.read(len(data), WIN_OFF + 100) == data
     b.qp.wr_start()
     b.qp.wr_id, b.qp.wr_flags = 0x42, SIG
     b.qp.wr_local_inv(rkey)
     b.qp.wr_complete()
-    wc = expect(b.scq, [(0x42, e.IBV_WC_SUCCESS)], 'wr_local_inv')[0]
+    wc = expect_wcs(b.scq, [(0x42, e.IBV_WC_SUCCESS)], 'wr_local_inv')[0]
     assert wc.opcode == e.IBV_WC_LOCAL_INV
     a.qp.wr_start()
     a.qp.wr_id, a.qp.wr_flags = 0x43, SIG
     a.qp.wr_rdma_write(rkey, env.mr_b.buf + WIN_OFF)
     a.qp.wr_set_sge(sge(env.mr_a, 0, 8))
     a.qp.wr_complete()
-    expect(a.scq, [(0x43, e.IBV_WC_REM_ACCESS_ERR)], 'write after invalidation')
+    expect_wcs(a.scq, [(0x43, e.IBV_WC_REM_ACCESS_ERR)],
+               'write after invalidation')
 
 
 def test_wr_api_send_inv(env, pair, mws):
-    a, b = pair(WR_OPS, WR_OPS)
+    a, b = pair(send_ops=WR_OPS)
     mw = mws(e.IBV_MW_TYPE_2)
     rkey = (mw.rkey & ~0xff) | ((mw.rkey + 1) & 0xff)
     b.qp.wr_start()
     b.qp.wr_id, b.qp.wr_flags = 0x50, SIG
     b.qp.wr_bind_mw(mw, rkey, MWBindInfo(env.mr_b, env.mr_b.buf, 4096, RW))
     b.qp.wr_complete()
-    expect(b.scq, [(0x50, e.IBV_WC_SUCCESS)], 'wr_bind_mw')
+    expect_wcs(b.scq, [(0x50, e.IBV_WC_SUCCESS)], 'wr_bind_mw')
     _recv(b, env.mr_b, 8192, 64)
     a.qp.wr_start()
     a.qp.wr_id, a.qp.wr_flags = 0x51, SIG
     a.qp.wr_send_inv(rkey)
     a.qp.wr_set_sge(sge(env.mr_a, 0, 32))
     a.qp.wr_complete()
-    expect(a.scq, [(0x51, e.IBV_WC_SUCCESS)], 'wr_send_inv')
-    wc = expect(b.rcq, [(0x100, e.IBV_WC_SUCCESS)], 'receive')[0]
+    expect_wcs(a.scq, [(0x51, e.IBV_WC_SUCCESS)], 'wr_send_inv')
+    wc = expect_wcs(b.rcq, [(0x100, e.IBV_WC_SUCCESS)], 'receive')[0]
     assert wc.wc_flags & e.IBV_WC_WITH_INV and wc.imm_data == rkey, \
         h.wc_str(wc)

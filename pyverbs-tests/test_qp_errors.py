@@ -17,11 +17,10 @@ from pyverbs.addr import AH
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
-from pyverbs.qp import QPCap
-from pyverbs.wr import SGE, RecvWR, SendWR
 import pytest
 
 import bzc_helpers as h
+from bzc_helpers import expect_wcs, rdma_wr, recv_wr, send_wr, sge
 
 pytestmark = pytest.mark.keeps_netdev
 
@@ -32,107 +31,31 @@ RR = e.IBV_ACCESS_REMOTE_READ
 RA = e.IBV_ACCESS_REMOTE_ATOMIC
 
 
-class Env:
-    def __init__(self):
-        self.ctx = d.Context(name=h.DEV)
-        self.pd = PD(self.ctx)
-        self.pd2 = PD(self.ctx)         # "another PD"
-        self.gid_index = h.find_ipv4_gid_index(self.ctx)
-        self.gid = self.ctx.query_gid(h.PORT, self.gid_index)
-        acc = h.access_all()
-        self.mr_a = MR(self.pd, SZ, acc)
-        self.mr_b = MR(self.pd, SZ, acc)
-        self.mr_b_no_rw = MR(self.pd, SZ, LW | RR | RA)
-        self.mr_b_no_rr = MR(self.pd, SZ, LW | RW | RA)
-        self.mr_b_no_ra = MR(self.pd, SZ, LW | RW | RR)
-        self.mr_a_no_lw = MR(self.pd, SZ, 0)
-        self.mr_pd2 = MR(self.pd2, SZ, acc)
-        self.mrs = [self.mr_a, self.mr_b, self.mr_b_no_rw, self.mr_b_no_rr,
-                    self.mr_b_no_ra, self.mr_a_no_lw, self.mr_pd2]
-
-    def close(self):
-        for m in self.mrs:
-            m.close()
-        self.pd2.close()
-        self.pd.close()
-        self.ctx.close()
-
-
 @pytest.fixture(scope='module')
 def env():
-    en = Env()
-    yield en
-    en.close()
-
-
-class Pair:
-    def __init__(self, env, qp_type=e.IBV_QPT_RC, access_b=None,
-                 rnr_retry=7, min_rnr_timer=1, sq_sig_all=False):
-        cap = QPCap(max_send_wr=32, max_recv_wr=32, max_send_sge=4,
-                    max_recv_sge=4, max_inline_data=64)
-        self.env = env
-        self.a = h.QPEnd(env.ctx, env.pd, qp_type, cap, sq_sig_all,
-                         cq_depth=64)
-        self.b = h.QPEnd(env.ctx, env.pd, qp_type, cap, cq_depth=64)
-        self.ends = [self.a, self.b]
-        h.connect_qps(self.a, self.b, env.gid_index, access_b=access_b,
-                      rnr_retry=rnr_retry, min_rnr_timer=min_rnr_timer)
-
-    def close(self):
-        for end in self.ends:
-            end.close()
+    with h.VerbsEnv() as en:                # en.pd2: "another PD"
+        acc = h.access_all()
+        en.mr_a = en.reg(SZ, acc)
+        en.mr_b = en.reg(SZ, acc)
+        en.mr_b_no_rw = en.reg(SZ, LW | RR | RA)
+        en.mr_b_no_rr = en.reg(SZ, LW | RW | RA)
+        en.mr_b_no_ra = en.reg(SZ, LW | RW | RR)
+        en.mr_a_no_lw = en.reg(SZ, 0)
+        en.mr_pd2 = en.reg(SZ, acc, pd=en.pd2)
+        yield en
 
 
 @pytest.fixture
 def pairs(env):
     """Makes pairs (closed after the test): pairs(qp_type=..., ...)."""
-    made = []
-
-    def make(**kw):
-        p = Pair(env, **kw)
-        made.append(p)
-        return p
-    yield make
-    for p in made:
-        p.close()
-
-
-def sge(mr, off, length, lkey=None):
-    return SGE(mr.buf + off, length, mr.lkey if lkey is None else lkey)
-
-
-def wr(wr_id, opcode, sges, flags=e.IBV_SEND_SIGNALED):
-    return SendWR(wr_id=wr_id, opcode=opcode, num_sge=len(sges), sg=sges,
-                  send_flags=flags)
-
-
-def rdma_wr(wr_id, opcode, sges, rkey, addr, flags=e.IBV_SEND_SIGNALED):
-    w = wr(wr_id, opcode, sges, flags)
-    w.set_wr_rdma(rkey, addr)
-    return w
+    with h.ClosingFactory(h.QPPair, env) as make:
+        yield make
 
 
 def atomic_wr(wr_id, opcode, sges, rkey, addr):
-    w = wr(wr_id, opcode, sges)
+    w = send_wr(wr_id, opcode, sges)
     w.set_wr_atomic(rkey, addr, 1, 2)
     return w
-
-
-def recv(wr_id, sges):
-    return RecvWR(wr_id=wr_id, num_sge=len(sges), sg=sges)
-
-
-def expect_wcs(cq, want, what):
-    """The CQ's next completions are exactly [(wr_id, status), ...]."""
-    wcs = h.poll_cq(cq, len(want))
-    got = [(w.wr_id, w.status) for w in wcs]
-    names = [(i, h.wc_status_str(s)) for i, s in want]
-    assert got == list(want), f'{what}: got ' + \
-        '; '.join(h.wc_str(w) for w in wcs) + f'; want {names}'
-    extra = h.drain_cq(cq, 0.05)
-    assert not extra, f'{what}: more completions than expected: ' + \
-        '; '.join(h.wc_str(w) for w in extra)
-    return wcs
 
 
 def assert_state(end, state, what):
@@ -204,7 +127,7 @@ def test_remote_access_error(env, pairs, case):
     env.mr_a.write(pattern(SZ, case + 'local'), SZ, 0)
     local_before = env.mr_a.read(length, 128)
     if opcode == e.IBV_WR_RDMA_WRITE_WITH_IMM:
-        p.b.qp.post_recv(recv(9, [sge(env.mr_b, 1024, 64)]))
+        p.b.qp.post_recv(recv_wr(9, [sge(env.mr_b, 1024, 64)]))
     if opcode in (e.IBV_WR_ATOMIC_FETCH_AND_ADD, e.IBV_WR_ATOMIC_CMP_AND_SWP):
         w = atomic_wr(1, opcode, [sge(env.mr_a, 128, 8)], rkey,
                       tmr.buf + toff)
@@ -275,11 +198,11 @@ def test_local_protection_error(env, pairs, case, signaled):
     was not signaled; nothing reaches the responder."""
     opcode, mk = LOCAL_CASES[case]
     p = pairs()
-    p.b.qp.post_recv(recv(9, [sge(env.mr_b, 0, SZ)]))
+    p.b.qp.post_recv(recv_wr(9, [sge(env.mr_b, 0, SZ)]))
     env.mr_b.write(b'\x33' * 128, 128, 0)
     flags = e.IBV_SEND_SIGNALED if signaled else 0
     if opcode == e.IBV_WR_SEND:
-        w = wr(1, opcode, [mk(env)], flags)
+        w = send_wr(1, opcode, [mk(env)], flags)
     else:
         w = rdma_wr(1, opcode, [mk(env)], env.mr_b.rkey, env.mr_b.buf, flags)
     p.a.qp.post_send(w)
@@ -296,9 +219,9 @@ def test_receive_with_lkey_of_other_pd(env, pairs):
     IBV_WC_REM_OP_ERR, and nothing is written into that MR."""
     p = pairs()
     env.mr_pd2.write(b'\x44' * 256, 256, 0)
-    p.b.qp.post_recv(recv(9, [sge(env.mr_pd2, 0, 256)]))
+    p.b.qp.post_recv(recv_wr(9, [sge(env.mr_pd2, 0, 256)]))
     env.mr_a.write(b'\x55' * 64, 64, 0)
-    p.a.qp.post_send(wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 64)]))
+    p.a.qp.post_send(send_wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 64)]))
     expect_wcs(p.a.scq, [(1, e.IBV_WC_REM_OP_ERR)], 'requester')
     expect_wcs(p.b.rcq, [(9, e.IBV_WC_LOC_PROT_ERR)], 'responder')
     assert env.mr_pd2.read(256, 0) == b'\x44' * 256
@@ -312,8 +235,9 @@ def test_send_larger_than_receive(env, pairs):
     to ERR; the receive buffer's neighbour is not written."""
     p = pairs()
     env.mr_b.write(b'\x66' * 256, 256, 0)
-    p.b.qp.post_recv(recv(9, [sge(env.mr_b, 0, 40), sge(env.mr_b, 128, 24)]))
-    p.a.qp.post_send(wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 100)]))
+    p.b.qp.post_recv(recv_wr(9, [sge(env.mr_b, 0, 40),
+                                 sge(env.mr_b, 128, 24)]))
+    p.a.qp.post_send(send_wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 100)]))
     expect_wcs(p.a.scq, [(1, e.IBV_WC_REM_INV_REQ_ERR)], 'sender')
     expect_wcs(p.b.rcq, [(9, e.IBV_WC_LOC_LEN_ERR)], 'receiver')
     assert env.mr_b.read(88, 40) == b'\x66' * 88, 'written between SGEs'
@@ -331,7 +255,7 @@ def test_rnr_retry_exceeded(env, pairs, rnr_retry):
     """No receive posted and a finite rnr_retry: the SEND completes with
     IBV_WC_RNR_RETRY_EXC_ERR and the requester goes to ERR."""
     p = pairs(rnr_retry=rnr_retry, min_rnr_timer=1)
-    p.a.qp.post_send(wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 64)]))
+    p.a.qp.post_send(send_wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 64)]))
     expect_wcs(p.a.scq, [(1, e.IBV_WC_RNR_RETRY_EXC_ERR)], 'sender')
     assert_state(p.a, e.IBV_QPS_ERR, 'sender')
     assert not h.drain_cq(p.b.rcq)
@@ -344,12 +268,12 @@ def test_rnr_retry_infinite(env, pairs):
     data = pattern(3000, 'rnr')
     env.mr_a.write(data, len(data), 0)
     env.mr_b.write(b'\0' * 4096, 4096, 0)
-    p.a.qp.post_send(wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, len(data))]))
+    p.a.qp.post_send(send_wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, len(data))]))
     time.sleep(0.05)
     early = h.drain_cq(p.a.scq)
     assert not early, 'completed before a receive was posted: ' + \
         '; '.join(h.wc_str(w) for w in early)
-    p.b.qp.post_recv(recv(9, [sge(env.mr_b, 0, 4096)]))
+    p.b.qp.post_recv(recv_wr(9, [sge(env.mr_b, 0, 4096)]))
     expect_wcs(p.a.scq, [(1, e.IBV_WC_SUCCESS)], 'sender')
     wc = expect_wcs(p.b.rcq, [(9, e.IBV_WC_SUCCESS)], 'receiver')[0]
     assert wc.byte_len == len(data)
@@ -369,12 +293,12 @@ def test_flush_after_error(env, pairs):
     p = pairs()
     a, b = p.a, p.b
     for i in range(3):
-        a.qp.post_recv(recv(100 + i, [sge(env.mr_a, 4096, 64)]))
-    b.qp.post_recv(recv(200, [sge(env.mr_b, 0, 64)]))
+        a.qp.post_recv(recv_wr(100 + i, [sge(env.mr_a, 4096, 64)]))
+    b.qp.post_recv(recv_wr(200, [sge(env.mr_b, 0, 64)]))
     bad = env.mr_b.rkey ^ 0x5a5a00
     chain = [rdma_wr(1, e.IBV_WR_RDMA_WRITE, [sge(env.mr_a, 0, 64)], bad,
                      env.mr_b.buf),
-             wr(2, e.IBV_WR_SEND, [sge(env.mr_a, 0, 64)]),
+             send_wr(2, e.IBV_WR_SEND, [sge(env.mr_a, 0, 64)]),
              rdma_wr(3, e.IBV_WR_RDMA_WRITE, [sge(env.mr_a, 0, 64)],
                      env.mr_b.rkey, env.mr_b.buf, flags=0),
              rdma_wr(4, e.IBV_WR_RDMA_READ, [sge(env.mr_a, 0, 64)],
@@ -390,10 +314,10 @@ def test_flush_after_error(env, pairs):
                'receives posted before the error')
     assert_state(a, e.IBV_QPS_ERR, 'requester')
     # posted in the error state: flushed too
-    a.qp.post_send(wr(5, e.IBV_WR_SEND, [sge(env.mr_a, 0, 8)], flags=0))
+    a.qp.post_send(send_wr(5, e.IBV_WR_SEND, [sge(env.mr_a, 0, 8)], flags=0))
     expect_wcs(a.scq, [(5, e.IBV_WC_WR_FLUSH_ERR)], 'send posted in ERR')
-    a.qp.post_recv(recv(103, [sge(env.mr_a, 4096, 64)]))
-    a.qp.post_recv(recv(104, [sge(env.mr_a, 4096, 64)]))
+    a.qp.post_recv(recv_wr(103, [sge(env.mr_a, 4096, 64)]))
+    a.qp.post_recv(recv_wr(104, [sge(env.mr_a, 4096, 64)]))
     expect_wcs(a.rcq, [(103, e.IBV_WC_WR_FLUSH_ERR),
                        (104, e.IBV_WC_WR_FLUSH_ERR)], 'receives posted in ERR')
     # the responder saw nothing and is fine
@@ -404,11 +328,9 @@ def test_flush_after_error(env, pairs):
     attr = QPAttr()
     attr.qp_state = e.IBV_QPS_RESET
     a.qp.modify(attr, e.IBV_QP_STATE)
-    h.qp_to_init(a.qp, a.qp_type)
-    h.qp_to_rtr(a.qp, a.qp_type, env.gid, env.gid_index, b.qpn)
-    h.qp_to_rts(a.qp, a.qp_type)
+    h.bring_up_qp(a.qp, a.qp_type, env.gid, env.gid_index, b.qpn)
     env.mr_a.write(b'back', 4, 0)
-    a.qp.post_send(wr(6, e.IBV_WR_SEND, [sge(env.mr_a, 0, 4)]))
+    a.qp.post_send(send_wr(6, e.IBV_WR_SEND, [sge(env.mr_a, 0, 4)]))
     expect_wcs(a.scq, [(6, e.IBV_WC_SUCCESS)], 'after RESET')
     expect_wcs(b.rcq, [(200, e.IBV_WC_SUCCESS)], 'responder after RESET')
     assert env.mr_b.read(4, 0) == b'back'
@@ -421,16 +343,16 @@ def test_modify_to_err_flushes(env, pairs):
     p = pairs()
     a, b = p.a, p.b
     for i in range(5):
-        b.qp.post_recv(recv(300 + i, [sge(env.mr_b, 64 * i, 64)]))
+        b.qp.post_recv(recv_wr(300 + i, [sge(env.mr_b, 64 * i, 64)]))
     h.qp_to_err(b.qp)
     expect_wcs(b.rcq, [(300 + i, e.IBV_WC_WR_FLUSH_ERR) for i in range(5)],
                'receives of the QP moved to ERR')
     assert_state(b, e.IBV_QPS_ERR, 'after modify')
-    b.qp.post_recv(recv(305, [sge(env.mr_b, 0, 64)]))
+    b.qp.post_recv(recv_wr(305, [sge(env.mr_b, 0, 64)]))
     expect_wcs(b.rcq, [(305, e.IBV_WC_WR_FLUSH_ERR)], 'receive in ERR')
-    b.qp.post_send(wr(7, e.IBV_WR_SEND, [sge(env.mr_b, 0, 8)]))
+    b.qp.post_send(send_wr(7, e.IBV_WR_SEND, [sge(env.mr_b, 0, 8)]))
     expect_wcs(b.scq, [(7, e.IBV_WC_WR_FLUSH_ERR)], 'send in ERR')
-    a.qp.post_send(wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 8)]))
+    a.qp.post_send(send_wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 8)]))
     expect_wcs(a.scq, [(1, e.IBV_WC_RETRY_EXC_ERR)], 'send to a QP in ERR')
 
 
@@ -439,7 +361,7 @@ def test_send_to_destroyed_qp(env, pairs):
     p = pairs()
     p.b.close()
     p.ends.remove(p.b)
-    p.a.qp.post_send(wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 8)]))
+    p.a.qp.post_send(send_wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 8)]))
     expect_wcs(p.a.scq, [(1, e.IBV_WC_RETRY_EXC_ERR)], 'send to nobody')
 
 
@@ -450,8 +372,8 @@ def test_send_to_destroyed_qp(env, pairs):
 def _ud_other_pd_ah(env, pairs):
     p = pairs(qp_type=e.IBV_QPT_UD)
     ah = AH(env.pd2, attr=h.ah_attr_for(env.gid, env.gid_index))
-    p.b.qp.post_recv(recv(9, [sge(env.mr_b, 0, 256)]))
-    w = wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 64)])
+    p.b.qp.post_recv(recv_wr(9, [sge(env.mr_b, 0, 256)]))
+    w = send_wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 64)])
     w.set_wr_ud(ah, p.b.qpn, h.UD_QKEY)
     try:
         p.a.qp.post_send(w)

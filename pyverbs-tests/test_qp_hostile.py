@@ -182,17 +182,6 @@ def send_wqe(wr_id, opcode, flags=WQE_SIGNALED, num_sge=0, inline_len=0,
     return b
 
 
-def uverbs_maps():
-    """{start: length} of the /dev/infiniband/uverbs* mappings."""
-    res = {}
-    with open('/proc/self/maps') as f:
-        for line in f:
-            if '/dev/infiniband/uverbs' in line:
-                a, b = line.split()[0].split('-')
-                res[int(a, 16)] = int(b, 16) - int(a, 16)
-    return res
-
-
 def u32_at(addr):
     return C.c_uint32.from_address(addr)
 
@@ -217,9 +206,9 @@ class Rig:
                                  e.IBV_ACCESS_LOCAL_WRITE |
                                  e.IBV_ACCESS_REMOTE_WRITE)
         assert self.mr, f'reg_mr: errno {C.get_errno()}'
-        before = uverbs_maps()
+        before = h.uverbs_maps()
         self.x = self.create_qp(self.cq_x, sq_entries)
-        new = {a: n for a, n in uverbs_maps().items() if a not in before}
+        new = {a: n for a, n in h.uverbs_maps().items() if a not in before}
         assert len(new) == 2, f'expected 2 new uverbs mappings (SQ, RQ) ' \
             f'after create_qp, found {new}'
         self.y = self.create_qp(self.cq_y, 8)

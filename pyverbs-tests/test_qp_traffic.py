@@ -16,17 +16,15 @@ import random
 import socket
 import struct
 
-import pyverbs.device as d
 import pyverbs.enums as e
 from pyverbs.addr import AH
-from pyverbs.mr import MR
-from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QPCap
 from pyverbs.wr import SGE, RecvWR, SendWR
 import pytest
 
 import bzc_helpers as h
+from bzc_helpers import assert_quiet
 
 pytestmark = pytest.mark.keeps_netdev
 
@@ -159,28 +157,19 @@ def check_imm(wc, what, imm):
             f'{what}: immediate {socket.ntohl(wc.imm_data):#x}, want {imm:#x}'
 
 
-def assert_quiet(cq, what, wait=0.0):
-    extra = h.drain_cq(cq, wait)
-    assert not extra, f'{what}: unexpected completions: ' + \
-        '; '.join(h.wc_str(w) for w in extra)
-
-
 # --------------------------------------------------------------------------
 # Fixtures: one context, PD and set of MRs per module; QP pairs that are
 # rebuilt if a failed test left them in a bad state
 # --------------------------------------------------------------------------
 
-class Env:
+class Env(h.VerbsEnv):
     def __init__(self):
-        self.ctx = d.Context(name=h.DEV)
-        self.pd = PD(self.ctx)
-        self.gid_index = h.find_ipv4_gid_index(self.ctx)
-        self.gid = self.ctx.query_gid(h.PORT, self.gid_index)
+        super().__init__(second_pd=False)
         self.dev_attr = self.ctx.query_device()
         acc = h.access_all()
         # side a (requester) and side b (responder) each have a big MR
         # and an auxiliary one, for gather lists that span two MRs
-        self.mrs = {s: (MR(self.pd, BIG, acc), MR(self.pd, AUX, acc))
+        self.mrs = {s: (self.reg(BIG, acc), self.reg(AUX, acc))
                     for s in 'ab'}
         self.pairs = {}
 
@@ -197,29 +186,22 @@ class Env:
     def close(self):
         for p in self.pairs.values():
             p.close()
-        for mrs in self.mrs.values():
-            for m in mrs:
-                m.close()
-        self.pd.close()
-        self.ctx.close()
+        super().close()
 
 
 QP_TYPES = {'rc': e.IBV_QPT_RC, 'uc': e.IBV_QPT_UC, 'ud': e.IBV_QPT_UD}
 
 
-class Pair:
+class Pair(h.QPPair):
     """QP a (requester) connected to QP b (responder); neither signals
     every WR (sq_sig_all=0)."""
 
     def __init__(self, env, kind):
-        self.env, self.kind = env, kind
-        self.qp_type = QP_TYPES[kind]
         m = env.dev_attr.max_sge
         cap = QPCap(max_send_wr=128, max_recv_wr=128, max_send_sge=m,
                     max_recv_sge=m, max_inline_data=256)
-        self.a = h.QPEnd(env.ctx, env.pd, self.qp_type, cap)
-        self.b = h.QPEnd(env.ctx, env.pd, self.qp_type, cap)
-        h.connect_qps(self.a, self.b, env.gid_index)
+        super().__init__(env, QP_TYPES[kind], cap, cq_depth=512)
+        self.kind = kind
         self.ah = None
         if self.qp_type == e.IBV_QPT_UD:
             self.ah = AH(env.pd, attr=h.ah_attr_for(env.gid, env.gid_index))
@@ -240,15 +222,13 @@ class Pair:
     def close(self):
         if self.ah is not None:
             self.ah.close()
-        self.a.close()
-        self.b.close()
+        super().close()
 
 
 @pytest.fixture(scope='module')
 def env():
-    en = Env()
-    yield en
-    en.close()
+    with Env() as en:
+        yield en
 
 
 @pytest.fixture

@@ -9,17 +9,14 @@ a long transfer uses the MR is safe."""
 import errno
 import os
 
-import pyverbs.device as d
 import pyverbs.enums as e
 from pyverbs.mem_alloc import free, posix_memalign
 from pyverbs.mr import MR
-from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
-from pyverbs.qp import QPCap
-from pyverbs.wr import SGE, RecvWR, SendWR
 import pytest
 
 import bzc_helpers as h
+from bzc_helpers import rdma_wr, recv_wr, send_wr, sge
 
 pytestmark = pytest.mark.keeps_netdev
 
@@ -27,75 +24,38 @@ SZ = 64 * 1024
 LW = e.IBV_ACCESS_LOCAL_WRITE
 RW = e.IBV_ACCESS_REMOTE_WRITE
 RR = e.IBV_ACCESS_REMOTE_READ
-SIG = e.IBV_SEND_SIGNALED
 ACCESS = e.IBV_REREG_MR_CHANGE_ACCESS
 PDFLAG = e.IBV_REREG_MR_CHANGE_PD
 TRANS = e.IBV_REREG_MR_CHANGE_TRANSLATION
 
 
-class Env:
-    def __init__(self):
-        self.ctx = d.Context(name=h.DEV)
-        self.pd = PD(self.ctx)
-        self.pd2 = PD(self.ctx)
-        self.gid_index = h.find_ipv4_gid_index(self.ctx)
-        self.mr_a = MR(self.pd, 8 << 20, h.access_all())
-
-    def close(self):
-        self.mr_a.close()
-        self.pd2.close()
-        self.pd.close()
-        self.ctx.close()
-
-
 @pytest.fixture(scope='module')
 def env():
-    en = Env()
-    yield en
-    en.close()
+    with h.VerbsEnv() as en:
+        en.mr_a = en.reg(8 << 20, h.access_all())
+        yield en
 
 
 @pytest.fixture
 def pair(env):
-    made = []
-
-    def make():
-        cap = QPCap(max_send_wr=32, max_recv_wr=32, max_send_sge=2,
-                    max_recv_sge=2)
-        a = h.QPEnd(env.ctx, env.pd, e.IBV_QPT_RC, cap, cq_depth=64)
-        b = h.QPEnd(env.ctx, env.pd, e.IBV_QPT_RC, cap, cq_depth=64)
-        made.extend([a, b])
-        h.connect_qps(a, b, env.gid_index)
-        return a, b
-    yield make
-    for x in made:
-        x.close()
+    """make() -> (a, b), connected RC QPs, closed after the test."""
+    with h.ClosingFactory(h.QPPair, env) as make:
+        yield make
 
 
 @pytest.fixture
 def mrs(env):
-    made = []
-
-    def reg(length, access, pd=None):
-        mr = MR(pd or env.pd, length, access)
-        made.append(mr)
-        return mr
-    yield reg
-    for mr in made:
-        mr.close()
-
-
-def sge(mr, off, length):
-    return SGE(mr.buf + off, length, mr.lkey)
+    """reg(length, access, pd=None) -> MR, deregistered after the test."""
+    with h.ClosingFactory(lambda length, access, pd=None:
+                          MR(pd or env.pd, length, access)) as reg:
+        yield reg
 
 
 def write(env, a, rkey, addr, data, wr_id=1):
     """RDMA WRITE of `data` from a; returns the completion status."""
     env.mr_a.write(data, len(data), 0)
-    w = SendWR(wr_id=wr_id, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
-               sg=[sge(env.mr_a, 0, len(data))], send_flags=SIG)
-    w.set_wr_rdma(rkey, addr)
-    a.qp.post_send(w)
+    a.qp.post_send(rdma_wr(wr_id, e.IBV_WR_RDMA_WRITE,
+                           [sge(env.mr_a, 0, len(data))], rkey, addr))
     wc = h.poll_cq(a.scq, 1)[0]
     assert wc.wr_id == wr_id, h.wc_str(wc)
     return wc.status
@@ -151,10 +111,8 @@ def test_change_pd(env, pair, mrs):
     check_write(env, a, mr, 0, False, 'MR moved to another PD')
     # local use by a QP of the old PD fails too
     a2, b2 = pair()
-    b2.qp.post_recv(RecvWR(wr_id=7, num_sge=1, sg=[sge(mr, 0, 64)]))
-    w = SendWR(wr_id=8, opcode=e.IBV_WR_SEND, num_sge=1,
-               sg=[sge(env.mr_a, 0, 16)], send_flags=SIG)
-    a2.qp.post_send(w)
+    b2.qp.post_recv(recv_wr(7, [sge(mr, 0, 64)]))
+    a2.qp.post_send(send_wr(8, e.IBV_WR_SEND, [sge(env.mr_a, 0, 16)]))
     wc = h.poll_cq(b2.rcq, 1)[0]
     assert wc.status == e.IBV_WC_LOC_PROT_ERR, h.wc_str(wc)
     # back to the first PD: works again
@@ -228,10 +186,8 @@ def test_rereg_while_transfer_in_flight(env, pair, mrs):
         a, b = pair()
         mr = mrs(length, LW | RW)
         env.mr_a.write(os.urandom(4096) * (length // 4096), length, 0)
-        w = SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
-                   sg=[sge(env.mr_a, 0, length)], send_flags=SIG)
-        w.set_wr_rdma(mr.rkey, mr.buf)
-        a.qp.post_send(w)
+        a.qp.post_send(rdma_wr(i, e.IBV_WR_RDMA_WRITE,
+                               [sge(env.mr_a, 0, length)], mr.rkey, mr.buf))
         new = None
         if i % 2:
             mr.rereg(ACCESS, env.pd, 0, 0, LW | RW | RR)

@@ -45,17 +45,6 @@ def rdma_errno(fn):
     return ex.value.error_code
 
 
-def uverbs_maps():
-    """{start: length} of the /dev/infiniband/uverbs* mappings."""
-    res = {}
-    with open('/proc/self/maps') as f:
-        for line in f:
-            if '/dev/infiniband/uverbs' in line:
-                a, b = line.split()[0].split('-')
-                res[int(a, 16)] = int(b, 16) - int(a, 16)
-    return res
-
-
 class Rig:
     """One SRQ, `pairs` client QPs each connected to a server QP on the
     SRQ; the server QPs share one receive CQ.  Buffers: receive slot i at
@@ -70,10 +59,10 @@ class Rig:
         self.pd = PD(self.ctx)
         self.gid_index = h.find_ipv4_gid_index(self.ctx)
         self.gid = self.ctx.query_gid(h.PORT, self.gid_index)
-        before = uverbs_maps()
+        before = h.uverbs_maps()
         self.srq = SRQ(self.pd, SrqInitAttr(SrqAttr(max_wr=srq_wr,
                                                     max_sge=srq_sge)))
-        new = {a: n for a, n in uverbs_maps().items() if a not in before}
+        new = {a: n for a, n in h.uverbs_maps().items() if a not in before}
         assert len(new) == 1, f'expected one new mapping (the SRQ ring), ' \
             f'found {new}'
         self.ring = next(iter(new))
@@ -94,10 +83,8 @@ class Rig:
         cli = h.QPEnd(self.ctx, self.pd, self.qp_type,
                       QPCap(max_send_wr=64, max_recv_wr=4), cq_depth=256)
         for me, peer in ((srv, cli.qp), (cli.qp, srv)):
-            h.qp_to_init(me, self.qp_type)
-            h.qp_to_rtr(me, self.qp_type, self.gid, self.gid_index,
-                        peer.qp_num)
-            h.qp_to_rts(me, self.qp_type)
+            h.bring_up_qp(me, self.qp_type, self.gid, self.gid_index,
+                          peer.qp_num)
         self.servers.append(srv)
         self.clients.append(cli)
 
