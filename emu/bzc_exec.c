@@ -362,58 +362,76 @@ static void bzc_peer_put(struct bzc_peer *peer)
 }
 
 /*
+ * Take the next receive WQE of an RQ or SRQ ring into `rqe` (room for
+ * BZC_MAX_SGE SGEs) and hand its slot back to the producer. `*cons` is the
+ * kernel's consumer index, `wqe_size` and `max_sge` what a slot holds; the
+ * caller holds the queue's lock. Returns the number of WQEs still posted
+ * after this one, -EAGAIN when none is posted, or -EIO when the ring is
+ * corrupt: a producer index further ahead than the ring holds, or more
+ * SGEs than a slot has (nothing is consumed then).
+ */
+int bzc_recv_ring_take(struct bzc_ring *ring, u32 *cons, u32 wqe_size,
+		       u32 max_sge, struct bzc_recv_wqe *rqe)
+{
+	struct bzc_wq_ring_hdr *hdr = ring->kaddr;
+	const struct bzc_recv_wqe *slot;
+	u32 prod;
+
+	/*
+	 * Acquire: pairs with the producer's release of prod after its WQEs
+	 * (the process's post, or bzc_kpost_recv()).
+	 */
+	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
+	if (prod == *cons)
+		return -EAGAIN;
+	slot = bzc_wq_slot(ring, *cons, wqe_size);
+	memcpy(rqe, slot, sizeof(*rqe));
+	if (prod - *cons > ring->entries || rqe->num_sge > max_sge)
+		return -EIO;
+	memcpy(rqe + 1, slot + 1, rqe->num_sge * sizeof(struct bzc_sge));
+	(*cons)++;
+	/*
+	 * Release: the WQE is copied out before the producer, whose acquire
+	 * of cons pairs with this, may reuse its slot.
+	 */
+	smp_store_release(&hdr->cons, cpu_to_le32(*cons));
+	return prod - *cons;
+}
+
+/*
  * Take the peer's next receive WQE into `rqe` (the sender's scratch), from
  * its RQ or its SRQ. -EAGAIN: none posted (RNR); -EIO: the peer's ring is
  * corrupt (the peer QP has been put in error).
  */
 static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 {
-	struct bzc_wq_ring_hdr *hdr = tqp->rq.kaddr;
-	const struct bzc_recv_wqe *slot;
 	unsigned long flags;
-	int err = 0;
-	u32 prod;
+	int ret;
 
 	if (tqp->ibqp.srq) {
 		if (!bzc_qp_receives(READ_ONCE(tqp->state)))
 			return -EAGAIN;
-		err = bzc_srq_take(to_bsrq(tqp->ibqp.srq), rqe);
-		if (err == -EIO)
+		ret = bzc_srq_take(to_bsrq(tqp->ibqp.srq), rqe);
+		if (ret == -EIO)
 			bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
-		return err;
+		return ret;
 	}
 
 	spin_lock_irqsave(&tqp->rq_lock, flags);
-	if (!bzc_qp_receives(READ_ONCE(tqp->state))) {
-		err = -EAGAIN;
-		goto out;
-	}
-	/* Pairs with the process's release of prod after its RQEs. */
-	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
-	if (prod == tqp->rq_cons) {
-		err = -EAGAIN;
-		goto out;
-	}
-	slot = bzc_wq_slot(&tqp->rq, tqp->rq_cons, tqp->rq_wqe_size);
-	memcpy(rqe, slot, sizeof(*rqe));
-	if (prod - tqp->rq_cons > tqp->rq.entries ||
-	    rqe->num_sge > tqp->max_recv_sge) {
-		err = -EIO;
-		goto out;
-	}
-	memcpy(rqe + 1, slot + 1, rqe->num_sge * sizeof(struct bzc_sge));
-	tqp->rq_cons++;
-	/* The RQE is copied out: the process may reuse its slot. */
-	smp_store_release(&hdr->cons, cpu_to_le32(tqp->rq_cons));
-out:
+	if (bzc_qp_receives(READ_ONCE(tqp->state)))
+		ret = bzc_recv_ring_take(&tqp->rq, &tqp->rq_cons,
+					 tqp->rq_wqe_size, tqp->max_recv_sge,
+					 rqe);
+	else
+		ret = -EAGAIN;
 	spin_unlock_irqrestore(&tqp->rq_lock, flags);
-	if (err == -EIO) {
+	if (ret == -EIO) {
 		ibdev_info_ratelimited(tqp->ibqp.device,
 				       "QP %u: corrupt receive queue ring\n",
 				       tqp->ibqp.qp_num);
 		bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
 	}
-	return err;
+	return ret < 0 ? ret : 0;
 }
 
 static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,

@@ -150,38 +150,24 @@ int bzc_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 int bzc_srq_take(struct bzc_srq *srq, struct bzc_recv_wqe *rqe)
 {
 	struct bzc_wq_ring_hdr *hdr = srq->ring.kaddr;
-	const struct bzc_recv_wqe *slot;
 	bool limit_reached = false, broke = false;
-	int err = 0;
-	u32 prod;
+	int ret;
 
 	spin_lock(&srq->lock);
 	if (srq->broken) {
-		err = -EIO;
+		ret = -EIO;
 		goto out;
 	}
-	/* Acquire: the WQEs before prod are written (pairs with the post). */
-	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
-	if (prod == srq->cons) {
-		err = -EAGAIN;
-		goto out;
-	}
-	slot = bzc_wq_slot(&srq->ring, srq->cons, srq->wqe_size);
-	memcpy(rqe, slot, sizeof(*rqe));
-	if (prod - srq->cons > srq->ring.entries ||
-	    rqe->num_sge > srq->max_sge) {
+	/* ret: the WQEs still posted, or an error. */
+	ret = bzc_recv_ring_take(&srq->ring, &srq->cons, srq->wqe_size,
+				 srq->max_sge, rqe);
+	if (ret == -EIO) {
 		srq->broken = true;
 		broke = true;
 		WRITE_ONCE(hdr->error, cpu_to_le32(1));
-		err = -EIO;
-		goto out;
 	}
-	memcpy(rqe + 1, slot + 1, rqe->num_sge * sizeof(struct bzc_sge));
-	srq->cons++;
-	/* Release: the slot is copied out before the process may reuse it. */
-	smp_store_release(&hdr->cons, cpu_to_le32(srq->cons));
 	/* Fewer WQEs left than the armed limit: one event, then disarmed. */
-	if (srq->limit && prod - srq->cons < srq->limit) {
+	if (ret >= 0 && srq->limit && (u32)ret < srq->limit) {
 		srq->limit = 0;
 		limit_reached = true;
 	}
@@ -194,5 +180,5 @@ out:
 	}
 	if (limit_reached)
 		bzc_srq_event(srq, IB_EVENT_SRQ_LIMIT_REACHED);
-	return err;
+	return ret < 0 ? ret : 0;
 }

@@ -5,8 +5,8 @@
  * the direct verbs of bzcdv.h (bulk channels, the MR cache).  cq.c:
  * completion queues.  mr.c: memory regions.  mw.c: memory windows.  qp.c:
  * queue pairs and the receive queue.  srq.c: shared receive queues.  wr.c:
- * the send queue (ibv_post_send and the ibv_wr_* API).  ah.c: address
- * handles.
+ * the send queue (ibv_post_send and the ibv_wr_* API).  ring.c: mapping
+ * the rings the kernel shares.  ah.c: address handles.
  *
  * The control path goes through the libibverbs ibv_cmd_* helpers, which
  * use the uverbs ioctl interface and fall back to write() on old kernels.

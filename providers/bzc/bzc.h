@@ -390,11 +390,37 @@ int bzc_dealloc_mw(struct ibv_mw *mw);
 int bzc_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
 		struct ibv_mw_bind *mw_bind);
 
-/* qp.c */
+/* ring.c */
+
+static inline bool bzc_is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+/*
+ * A ring the kernel allocated, as its create or resize response describes
+ * it, and what this process can accept: entries slots of slot_size bytes
+ * from slot_offset, inside the mmap_len bytes at mmap offset mmap_key of
+ * the uverbs fd.
+ */
+struct bzc_ring_desc {
+	uint64_t mmap_key;
+	uint32_t mmap_len;
+	uint32_t entries;
+	uint32_t min_entries;
+	uint32_t max_entries;
+	uint32_t slot_offset;
+	uint32_t slot_size;
+};
+
+int bzc_ring_map(struct ibv_context *context, const struct bzc_ring_desc *desc,
+		 void **addr);
 int bzc_wq_map(struct ibv_context *context, struct bzc_wq *wq,
 	       uint64_t mmap_key, uint32_t mmap_len, uint32_t entries,
 	       uint32_t wqe_size, uint64_t min_wqe_size, uint32_t max_wr);
 void bzc_wq_unmap(struct bzc_wq *wq);
+
+/* qp.c */
 void bzc_write_recv_wqe(struct bzc_wq *rq, uint32_t index,
 			const struct ibv_recv_wr *wr);
 struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);

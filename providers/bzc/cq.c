@@ -54,32 +54,26 @@ struct bzc_cq_ring {
 	uint32_t entries;
 };
 
-/*
- * Map the ring the kernel described.  The response is checked first: a
- * ring whose slots do not fit in the mapping, or whose size is not a power
- * of two, is refused with EPROTO rather than trusted.
- */
+/* Map the ring the kernel described; errors as bzc_ring_map(). */
 static int bzc_cq_ring_map(struct ibv_context *context, uint64_t mmap_key,
 			   uint32_t mmap_len, uint32_t entries,
 			   struct bzc_cq_ring *ring)
 {
+	const struct bzc_ring_desc desc = {
+		.mmap_key = mmap_key,
+		.mmap_len = mmap_len,
+		.entries = entries,
+		/* cq->cqe is an int: 2^30 is its largest power of two. */
+		.max_entries = INT_MAX / 2 + 1,
+		.slot_offset = BZC_CQ_RING_CQE_OFFSET,
+		.slot_size = sizeof(struct bzc_cqe),
+	};
 	void *addr;
+	int ret;
 
-	/* cq->cqe is an int; 2^30 is the largest power of two it holds. */
-	if (!entries || (entries & (entries - 1)) || entries > INT_MAX / 2 + 1)
-		return EPROTO;
-	if ((uint64_t)mmap_len < BZC_CQ_RING_CQE_OFFSET +
-					 (uint64_t)entries *
-						 sizeof(struct bzc_cqe))
-		return EPROTO;
-	/* The key is an mmap offset: it must survive the trip through off_t. */
-	if ((off_t)mmap_key < 0 || (uint64_t)(off_t)mmap_key != mmap_key)
-		return EPROTO;
-
-	addr = mmap(NULL, mmap_len, PROT_READ | PROT_WRITE, MAP_SHARED,
-		    context->cmd_fd, (off_t)mmap_key);
-	if (addr == MAP_FAILED)
-		return errno;
+	ret = bzc_ring_map(context, &desc, &addr);
+	if (ret)
+		return ret;
 
 	ring->hdr = addr;
 	ring->len = mmap_len;
