@@ -66,7 +66,7 @@ int bzc_wq_map(struct ibv_context *context, struct bzc_wq *wq,
 		.slot_offset = BZC_WQ_RING_WQE_OFFSET,
 		.slot_size = wqe_size,
 	};
-	void *addr;
+	void *addr = NULL;
 	int ret;
 
 	if (!bzc_is_pow2(wqe_size) || wqe_size < min_wqe_size)
