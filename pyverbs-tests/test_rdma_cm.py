@@ -5,9 +5,8 @@ the GSI QPs, QP1, of bzc ports), then traffic on the user QPs.
 
 Real clients in loopback on $BZC_IPV4, server and client on the same
 device: rping (with its ping data checked against the pattern rping
-writes), ucmatose and udaddy (rdmacm-utils), perftest with -R (RC send
-latency, RDMA write bandwidth, RDMA read latency, UD send latency through
-SIDR), and pyverbs' synchronous CMID API.  Also: a connection to a port
+writes), ucmatose and udaddy (rdmacm-utils), and pyverbs' synchronous
+CMID API (perftest with -R is in test_clients.py).  Also: a connection to a port
 nobody listens on is rejected cleanly, a process cannot reach the kernel's
 QP1 or use a kernel PD's DMA MR key, and the device and module still go
 away after rdma_cm has used them.
@@ -177,43 +176,6 @@ def test_udaddy_loopback():
     assert_ok(srv, 'udaddy server')
     for cp in (cli, srv):
         assert 'return status 0' in cp.stdout, cp.stdout
-
-
-# --------------------------------------------------------------------------
-# perftest with rdma_cm (-R)
-# --------------------------------------------------------------------------
-
-def perftest_rows(out):
-    """Result rows of a perftest report: lists of numbers."""
-    rows = []
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) >= 4 and all(re.fullmatch(r'[0-9.]+', x) for x in f[:4]):
-            rows.append([float(x) for x in f[:4]])
-    return rows
-
-
-@pytest.mark.parametrize('tool,extra,size,ps,port', [
-    ('ib_send_lat', [], 8, 'TCP', 18515),
-    ('ib_write_bw', [], 65536, 'TCP', 18516),
-    ('ib_read_lat', [], 64, 'TCP', 18517),
-    ('ib_send_bw', [], 4096, 'TCP', 18518),
-])
-def test_perftest_rdma_cm(tool, extra, size, ps, port):
-    """perftest server and client on bzc0 connected through rdma_cm: both
-    exit 0 and report a result row for the size with every iteration done
-    and a positive figure."""
-    iters = 100
-    common = [tool, '-R', '-d', h.DEV, '-s', str(size), '-n', str(iters),
-              '-p', str(port)] + extra
-    srv, cli = run_pair(common, common + [h.IPV4], ps, port)
-    assert_ok(cli, f'{tool} client')
-    assert_ok(srv, f'{tool} server')
-    rows = perftest_rows(cli.stdout)
-    assert rows, f'no result row: {cli.stdout}'
-    nbytes, n, first = rows[-1][0], rows[-1][1], rows[-1][2]
-    assert (nbytes, n) == (size, iters), rows
-    assert first > 0, rows
 
 
 # --------------------------------------------------------------------------
