@@ -462,8 +462,14 @@ static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
 		if (bzc_type_ud(tqp->ibqp.qp_type))
 			cqe.wc_flags |= BZC_CQE_GRH;
 	}
-	bzc_cq_post(to_bcq(tqp->ibqp.recv_cq), &cqe,
-		    wqe->flags & BZC_WQE_SOLICITED);
+	/*
+	 * A full CQ drops the CQE and goes to error (IBV_EVENT_CQ_ERR); the
+	 * QP can no longer report its work, which is IBA's local work queue
+	 * catastrophic error.
+	 */
+	if (!bzc_cq_post(to_bcq(tqp->ibqp.recv_cq), &cqe,
+			 wqe->flags & BZC_WQE_SOLICITED))
+		bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
 }
 
 /*
@@ -875,7 +881,9 @@ static void bzc_sq_complete(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		.qp_num = cpu_to_le32(qp->ibqp.qp_num),
 	};
 
-	bzc_cq_post(to_bcq(qp->ibqp.send_cq), &cqe, false);
+	/* As for a receive: a dropped CQE puts the QP in ERR. */
+	if (!bzc_cq_post(to_bcq(qp->ibqp.send_cq), &cqe, false))
+		bzc_qp_error(qp, IB_EVENT_QP_FATAL);
 }
 
 static void bzc_sq_advance(struct bzc_qp *qp)
