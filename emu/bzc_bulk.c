@@ -23,7 +23,9 @@
  *
  * A request that fails completes with its error; the channel goes on.
  * Destroy flushes what has not started (IB_WC_WR_FLUSH_ERR), stops what
- * is running between segments, and waits for the lanes.
+ * is running between segments, and waits for the lanes. A channel whose
+ * CQ overflowed (IB_EVENT_CQ_ERR: a completion was lost) is dead the same
+ * way: nothing more runs unreported, and its doorbell fails with EIO.
  */
 #include <linux/highmem.h>
 #include <linux/sched.h>
@@ -360,7 +362,8 @@ static void bzc_bulk_complete(struct bzc_bulk_chan *chan,
 			break;
 		if (req->status == IB_WC_SUCCESS)
 			cqe.byte_len = cpu_to_le32(byte_len);
-		bzc_cq_post(chan->cq, &cqe, false);
+		if (!bzc_cq_post(chan->cq, &cqe, false))
+			chan->dead = true;
 
 		if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM &&
 		    req->status == IB_WC_SUCCESS) {
@@ -431,7 +434,7 @@ static struct bzc_bulk_req *bzc_bulk_pick(struct bzc_bulk_chan *chan, u64 *seg)
 		if (req->state != BZC_BULK_READY || req->next_seg == req->nseg)
 			continue;
 		if (chan->dead) {
-			/* Destroyed: the segments not started are dropped. */
+			/* Destroyed or CQ lost: segments not started are dropped. */
 			req->status = IB_WC_WR_FLUSH_ERR;
 			req->segs_done += req->nseg - req->next_seg;
 			req->next_seg = req->nseg;

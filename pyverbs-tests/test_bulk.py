@@ -550,6 +550,35 @@ def test_ring_full_enomem(c):
     assert a.run([dict(good, wr_id=99)])[0].status == dv.WC_SUCCESS
 
 
+def test_cq_overflow_stops_channel(c):
+    """A channel whose CQ overflows cannot report what it runs: the CQEs
+    that fitted stay, in order and successful; the channel stops and its
+    next doorbell fails with EIO, rather than moving data unreported."""
+    n = 4096
+    src, dst = c.buf(n), c.buf(n)
+    smr, dmr = c.mr(src.addr, n), c.mr(dst.addr, n)
+    cq = c.cq(4)
+    room = ctypes.cast(cq.p, ctypes.POINTER(dv.IbvCq)).contents.cqe
+    ch = dv.Chan(c, c.pd, cq, depth=64)
+    wr = {'op': dv.BULK_COPY, 'sges': [(src.addr, n, smr.lkey)],
+          'raddr': dst.addr, 'rkey': dmr.lkey}
+    rc, _ = ch.post([dict(wr, wr_id=i) for i in range(room + 4)])
+    assert rc == 0
+    wcs = cq.wait(room, timeout=60)
+    assert [w.wr_id for w in wcs] == list(range(room))
+    assert all(w.status == dv.WC_SUCCESS and w.byte_len == n for w in wcs)
+    deadline = time.monotonic() + 30
+    while True:
+        rc, idx = ch.post([dict(wr, wr_id=100)])
+        if rc:
+            break
+        assert time.monotonic() < deadline, 'the channel never stopped'
+        time.sleep(0.05)
+    assert (rc, idx) == (errno.EIO, 0)
+    cq.assert_empty(0.2)
+    ch.close()
+
+
 def test_destroy_flushes(c):
     """Destroying a channel with queued work: every WR completes exactly
     once, successfully or with WR_FLUSH_ERR, by the time destroy returns."""
