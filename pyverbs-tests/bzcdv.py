@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
 """ctypes binding of libbzc.so.1 (<infiniband/bzcdv.h>) for the tests, with
-the few libibverbs calls the bulk tests need (context, PD, CQ, MR, poll).
+the few libibverbs calls the bulk tests need (context, PD, CQ, MR, poll,
+and a self-connected RC QP with ibv_post_send for RDMA WRITE / READ).
 
 Everything goes through ctypes rather than pyverbs so that the raw
 ibv_context / ibv_pd / ibv_cq pointers can be handed to bzcdv_* calls.
@@ -500,6 +501,211 @@ class CachedMr:
             self.p = None
 
 
+# --------------------------------------------------------------------------
+# A standard RC QP through ctypes (ibv_create_qp / ibv_modify_qp /
+# ibv_query_qp, and ibv_post_send through the context's ops table), for
+# tests that hand bzcdv keys to ordinary WQEs on the same PD.
+# --------------------------------------------------------------------------
+
+QPT_RC = 2
+QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_ERR = 0, 1, 2, 3, 6
+MTU_1024 = 3
+WR_RDMA_WRITE = 0
+WR_RDMA_READ = 4
+SEND_SIGNALED = 1 << 1
+QP_STATE = 1 << 0
+QP_ACCESS_FLAGS = 1 << 3
+QP_PKEY_INDEX = 1 << 4
+QP_PORT = 1 << 5
+QP_AV = 1 << 7
+QP_PATH_MTU = 1 << 8
+QP_TIMEOUT = 1 << 9
+QP_RETRY_CNT = 1 << 10
+QP_RNR_RETRY = 1 << 11
+QP_RQ_PSN = 1 << 12
+QP_MAX_QP_RD_ATOMIC = 1 << 13
+QP_MIN_RNR_TIMER = 1 << 15
+QP_SQ_PSN = 1 << 16
+QP_MAX_DEST_RD_ATOMIC = 1 << 17
+QP_DEST_QPN = 1 << 20
+
+
+class IbvQpCap(ctypes.Structure):
+    _fields_ = [('max_send_wr', ctypes.c_uint32),
+                ('max_recv_wr', ctypes.c_uint32),
+                ('max_send_sge', ctypes.c_uint32),
+                ('max_recv_sge', ctypes.c_uint32),
+                ('max_inline_data', ctypes.c_uint32)]
+
+
+class IbvQpInitAttr(ctypes.Structure):
+    _fields_ = [('qp_context', VP), ('send_cq', VP), ('recv_cq', VP),
+                ('srq', VP), ('cap', IbvQpCap), ('qp_type', ctypes.c_int),
+                ('sq_sig_all', ctypes.c_int)]
+
+
+class IbvGlobalRoute(ctypes.Structure):
+    # union ibv_gid has __be64 members: 8-byte aligned
+    _fields_ = [('dgid', ctypes.c_uint64 * 2), ('flow_label', ctypes.c_uint32),
+                ('sgid_index', ctypes.c_uint8), ('hop_limit', ctypes.c_uint8),
+                ('traffic_class', ctypes.c_uint8)]
+
+
+class IbvAhAttr(ctypes.Structure):
+    _fields_ = [('grh', IbvGlobalRoute), ('dlid', ctypes.c_uint16),
+                ('sl', ctypes.c_uint8), ('src_path_bits', ctypes.c_uint8),
+                ('static_rate', ctypes.c_uint8), ('is_global', ctypes.c_uint8),
+                ('port_num', ctypes.c_uint8)]
+
+
+class IbvQpAttr(ctypes.Structure):
+    _fields_ = [('qp_state', ctypes.c_int), ('cur_qp_state', ctypes.c_int),
+                ('path_mtu', ctypes.c_int), ('path_mig_state', ctypes.c_int),
+                ('qkey', ctypes.c_uint32), ('rq_psn', ctypes.c_uint32),
+                ('sq_psn', ctypes.c_uint32), ('dest_qp_num', ctypes.c_uint32),
+                ('qp_access_flags', ctypes.c_uint), ('cap', IbvQpCap),
+                ('ah_attr', IbvAhAttr), ('alt_ah_attr', IbvAhAttr),
+                ('pkey_index', ctypes.c_uint16),
+                ('alt_pkey_index', ctypes.c_uint16),
+                ('en_sqd_async_notify', ctypes.c_uint8),
+                ('sq_draining', ctypes.c_uint8),
+                ('max_rd_atomic', ctypes.c_uint8),
+                ('max_dest_rd_atomic', ctypes.c_uint8),
+                ('min_rnr_timer', ctypes.c_uint8), ('port_num', ctypes.c_uint8),
+                ('timeout', ctypes.c_uint8), ('retry_cnt', ctypes.c_uint8),
+                ('rnr_retry', ctypes.c_uint8), ('alt_port_num', ctypes.c_uint8),
+                ('alt_timeout', ctypes.c_uint8), ('rate_limit', ctypes.c_uint32)]
+
+
+class IbvQp(ctypes.Structure):
+    _fields_ = [('context', VP), ('qp_context', VP), ('pd', VP),
+                ('send_cq', VP), ('recv_cq', VP), ('srq', VP),
+                ('handle', ctypes.c_uint32), ('qp_num', ctypes.c_uint32)]
+
+
+class IbvSge(ctypes.Structure):
+    _fields_ = [('addr', ctypes.c_uint64), ('length', ctypes.c_uint32),
+                ('lkey', ctypes.c_uint32)]
+
+
+class IbvSendWr(ctypes.Structure):
+    pass
+
+
+IbvSendWr._fields_ = [('wr_id', ctypes.c_uint64),
+                      ('next', ctypes.POINTER(IbvSendWr)),
+                      ('sg_list', ctypes.POINTER(IbvSge)),
+                      ('num_sge', ctypes.c_int), ('opcode', ctypes.c_int),
+                      ('send_flags', ctypes.c_uint),
+                      ('imm_data', ctypes.c_uint32),
+                      ('remote_addr', ctypes.c_uint64),     # wr.rdma
+                      ('rkey', ctypes.c_uint32),
+                      ('_rest', ctypes.c_uint8 * 76)]   # the rest of the unions
+
+
+# rdma-core 44 x86-64 layouts (checked against <infiniband/verbs.h>)
+assert ctypes.sizeof(IbvQpAttr) == 144 and IbvQpAttr.ah_attr.offset == 56
+assert IbvQpAttr.port_num.offset == 129 and IbvQpAttr.rate_limit.offset == 136
+assert ctypes.sizeof(IbvQpInitAttr) == 64
+assert IbvQpInitAttr.qp_type.offset == 52
+assert ctypes.sizeof(IbvSendWr) == 128 and IbvSendWr.rkey.offset == 48
+assert IbvQp.qp_num.offset == 52
+
+_ibv.ibv_create_qp.restype = ctypes.POINTER(IbvQp)
+_ibv.ibv_create_qp.argtypes = [VP, ctypes.POINTER(IbvQpInitAttr)]
+_ibv.ibv_destroy_qp.restype = ctypes.c_int
+_ibv.ibv_destroy_qp.argtypes = [VP]
+_ibv.ibv_modify_qp.restype = ctypes.c_int
+_ibv.ibv_modify_qp.argtypes = [VP, ctypes.POINTER(IbvQpAttr), ctypes.c_int]
+_ibv.ibv_query_qp.restype = ctypes.c_int
+_ibv.ibv_query_qp.argtypes = [VP, ctypes.POINTER(IbvQpAttr), ctypes.c_int,
+                              ctypes.POINTER(IbvQpInitAttr)]
+_ibv.ibv_query_gid.restype = ctypes.c_int
+_ibv.ibv_query_gid.argtypes = [VP, ctypes.c_uint8, ctypes.c_int,
+                               ctypes.POINTER(ctypes.c_uint8 * 16)]
+
+_POST_SEND_FN = ctypes.CFUNCTYPE(ctypes.c_int, VP, ctypes.POINTER(IbvSendWr),
+                                 ctypes.POINTER(ctypes.POINTER(IbvSendWr)))
+# ibv_post_send() is inline too: context->ops.post_send, ops[25].
+_POST_SEND_SLOT = 25
+
+
+class RcQp:
+    """An RC QP on @pd with @cq for both queues, brought to RTS addressed
+    at itself (loopback through the port's GID @gid_index); the
+    attribute values are bzc_helpers.bring_up_qp()'s."""
+
+    def __init__(self, ctx, pd, cq, gid_index, port=1, depth=16):
+        self.ctx, self.cq = ctx, cq
+        ia = IbvQpInitAttr(send_cq=ctypes.cast(cq.p, VP),
+                           recv_cq=ctypes.cast(cq.p, VP), qp_type=QPT_RC)
+        ia.cap.max_send_wr = ia.cap.max_recv_wr = depth
+        ia.cap.max_send_sge = ia.cap.max_recv_sge = 1
+        self.p = _ibv.ibv_create_qp(pd, ctypes.byref(ia))
+        if not self.p:
+            _errno_raise('ibv_create_qp')
+        self.qpn = self.p.contents.qp_num
+        ops = ctypes.cast(ctx.p + 8, ctypes.POINTER(VP * 32)).contents
+        self._post = _POST_SEND_FN(ops[_POST_SEND_SLOT])
+        gid = (ctypes.c_uint8 * 16)()
+        if _ibv.ibv_query_gid(ctx.p, port, gid_index, ctypes.byref(gid)):
+            _errno_raise('ibv_query_gid')
+        a = IbvQpAttr(qp_state=QPS_INIT, pkey_index=0, port_num=port,
+                      qp_access_flags=ACCESS_ALL)
+        self._modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS)
+        a = IbvQpAttr(qp_state=QPS_RTR, path_mtu=MTU_1024,
+                      dest_qp_num=self.qpn, rq_psn=0, max_dest_rd_atomic=4,
+                      min_rnr_timer=1)
+        ctypes.memmove(ctypes.addressof(a.ah_attr.grh.dgid), gid, 16)
+        a.ah_attr.grh.sgid_index = gid_index
+        a.ah_attr.grh.hop_limit = 64
+        a.ah_attr.is_global = 1
+        a.ah_attr.port_num = port
+        self._modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN |
+                     QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER)
+        a = IbvQpAttr(qp_state=QPS_RTS, sq_psn=0, timeout=14, retry_cnt=7,
+                      rnr_retry=7, max_rd_atomic=4)
+        self._modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT |
+                     QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC)
+
+    def _modify(self, attr, mask):
+        rc = _ibv.ibv_modify_qp(self.p, ctypes.byref(attr), mask)
+        if rc:
+            _raise(rc, f'ibv_modify_qp(state {attr.qp_state})')
+
+    def state(self):
+        a, ia = IbvQpAttr(), IbvQpInitAttr()
+        rc = _ibv.ibv_query_qp(self.p, ctypes.byref(a), QP_STATE,
+                               ctypes.byref(ia))
+        if rc:
+            _raise(rc, 'ibv_query_qp')
+        return a.qp_state
+
+    def post_rdma(self, wr_id, opcode, laddr, length, lkey, raddr, rkey):
+        """One signaled RDMA WRITE / READ with one SGE; the errno of
+        ibv_post_send() (0 when posted)."""
+        sge = IbvSge(addr=laddr, length=length, lkey=lkey)
+        wr = IbvSendWr(wr_id=wr_id, num_sge=1, opcode=opcode,
+                       send_flags=SEND_SIGNALED, remote_addr=raddr, rkey=rkey)
+        wr.sg_list = ctypes.pointer(sge)
+        bad = ctypes.POINTER(IbvSendWr)()
+        return self._post(ctypes.cast(self.p, VP), ctypes.byref(wr),
+                          ctypes.byref(bad))
+
+    def run_rdma(self, *args, timeout=60.0):
+        rc = self.post_rdma(*args)
+        if rc:
+            _raise(rc, 'ibv_post_send')
+        return self.cq.wait(1, timeout)[0]
+
+    def close(self):
+        if self.p:
+            rc = _ibv.ibv_destroy_qp(self.p)
+            self.p = None
+            if rc:
+                _raise(rc, 'ibv_destroy_qp')
+
+
 class Ctx:
     """An opened device with a PD and a cleanup list (closed in reverse)."""
 
@@ -544,6 +750,10 @@ class Ctx:
     def chan(self, cq=None, depth=16, recv_cq=None, pd=None, **kw):
         return self.track(Chan(self, pd or self.pd, cq or self.cq(),
                                depth, recv_cq, **kw))
+
+    def rc_qp(self, gid_index, cq=None, pd=None, **kw):
+        return self.track(RcQp(self, pd or self.pd, cq or self.cq(),
+                               gid_index, **kw))
 
     def cached(self, addr, length, access=ACCESS_ALL, pd=None):
         return self.track(CachedMr(pd or self.pd, addr, length, access))

@@ -713,6 +713,127 @@ def test_fork_keeps_parent_range(c, cache_on):
     assert dv.memcmp(dst.addr, src.addr, n) == 0
 
 
+_gid_index = None
+
+
+def loopback_gid_index():
+    """The RoCE GID index of bzc0's ::ffff:$BZC_IPV4 (bzc_helpers' choice
+    for QP tests), found once through pyverbs."""
+    global _gid_index
+    if _gid_index is None:
+        import pyverbs.device as d
+        ctx = d.Context(name=h.DEV)
+        try:
+            _gid_index = h.find_ipv4_gid_index(ctx)
+        finally:
+            ctx.close()
+    return _gid_index
+
+
+def test_cached_mr_keys_in_standard_rdma(c, cache_on):
+    """A cached MR is an ordinary MR of the PD: ibv_post_send() RDMA WRITE
+    and READ on a standard RC QP accept its lkey as the local SGE and its
+    rkey as the remote key, and move the data intact."""
+    n = 1 * MiB
+    ln = n - 4096 - 7                     # not page aligned at either end
+    cbuf, nbuf = c.buf(n), c.buf(n)
+    cm = c.cached(cbuf.addr, n)
+    nm = c.mr(nbuf.addr, n)
+    assert cm.lkey and cm.rkey
+    assert c.cached(cbuf.addr, n).hit     # it is a cached range
+    qp = c.rc_qp(loopback_gid_index())
+    cases = [
+        # (wr_id, op, local (buf, key), remote (buf, key))
+        (1, dv.WR_RDMA_WRITE, (cbuf, cm.lkey), (nbuf, nm.rkey)),
+        (2, dv.WR_RDMA_WRITE, (nbuf, nm.lkey), (cbuf, cm.rkey)),
+        (3, dv.WR_RDMA_READ, (cbuf, cm.lkey), (nbuf, nm.rkey)),
+        (4, dv.WR_RDMA_READ, (nbuf, nm.lkey), (cbuf, cm.rkey)),
+    ]
+    for wr_id, op, (lb, lkey), (rb, rkey) in cases:
+        src, dst = (lb, rb) if op == dv.WR_RDMA_WRITE else (rb, lb)
+        block = dv.pattern(100 + wr_id)
+        dv.fill(src.addr, n, block)
+        dv.zero(dst.addr, n, 0xa5)
+        loff, roff = 4103, 1001
+        soff, doff = (loff, roff) if op == dv.WR_RDMA_WRITE else (roff, loff)
+        wc = qp.run_rdma(wr_id, op, lb.addr + loff, ln, lkey,
+                         rb.addr + roff, rkey)
+        expect_wc(wc, wr_id, dv.WC_SUCCESS,
+                  dv.WC_RDMA_WRITE if op == dv.WR_RDMA_WRITE
+                  else dv.WC_RDMA_READ, qp_num=qp.qpn)
+        if op == dv.WR_RDMA_READ:
+            assert wc.byte_len == ln, dv.wc_str(wc)
+        assert dv.read(dst.addr + doff, ln) == \
+            dv.expected(block, soff, ln), f'case {wr_id}: data differs'
+        assert guard_ok(dst.addr, doff, ln, n, 0xa5), \
+            f'case {wr_id}: bytes outside the target range changed'
+    assert qp.state() == dv.QPS_RTS
+
+
+@pytest.mark.parametrize('side', ['local', 'remote'])
+@pytest.mark.parametrize('opname', ['write', 'read'])
+def test_cached_mr_keys_dead_after_munmap(c, cache_on, side, opname):
+    """munmap of a cached MR's range invalidates it: a standard RDMA WQE
+    with its old lkey (LOC_PROT_ERR) or rkey (REM_ACCESS_ERR) fails, the
+    QP goes to ERR, and neither the old pages (still reachable through a
+    second mapping of the same memfd) nor new memory mapped at the address
+    receive anything."""
+    n = 256 * KiB
+    op = dv.WR_RDMA_WRITE if opname == 'write' else dv.WR_RDMA_READ
+    fd = os.memfd_create('bzc-cached-mr')
+    addr = view = None
+    try:
+        os.ftruncate(fd, n)
+        view = dv.mmap_fd(n, fd, None, flags=dv.MAP_SHARED)
+        addr = dv.mmap_fd(n, fd, None, flags=dv.MAP_SHARED)
+        other = c.buf(n)
+        om = c.mr(other.addr, n)
+        cm = c.cached(addr, n)
+        qp = c.rc_qp(loopback_gid_index())
+        # it works while mapped, and writes land in the memfd's pages
+        dv.fill(other.addr, n, dv.pattern(7))
+        wc = qp.run_rdma(1, dv.WR_RDMA_WRITE, other.addr, n, om.lkey,
+                         addr, cm.rkey)
+        expect_wc(wc, 1, dv.WC_SUCCESS, dv.WC_RDMA_WRITE)
+        assert dv.memcmp(view, other.addr, n) == 0
+
+        dv.zero(view, n, 0x3c)
+        s0 = c.cache_stats()
+        dv.munmap(addr, n)
+        assert dv.mmap_anon(n, addr, fixed=True) == addr
+        dv.zero(addr, n, 0x77)
+        s1 = c.cache_stats()
+        assert s1.invalidations >= s0.invalidations + 1, \
+            (s0.as_dict(), s1.as_dict())
+        dv.zero(other.addr, n, 0x5e)
+
+        if side == 'local':
+            lkey, laddr, rkey, raddr = cm.lkey, addr, om.rkey, other.addr
+            want = dv.WC_LOC_PROT_ERR
+        else:
+            lkey, laddr, rkey, raddr = om.lkey, other.addr, cm.rkey, addr
+            want = dv.WC_REM_ACCESS_ERR
+        wc = qp.run_rdma(2, op, laddr, n, lkey, raddr, rkey)
+        expect_wc(wc, 2, want)
+        assert h.wait_until(lambda: qp.state() == dv.QPS_ERR, 5), \
+            f'QP state {qp.state()} after the error'
+        # a WQE posted now is flushed (or refused), never executed
+        rc = qp.post_rdma(3, dv.WR_RDMA_WRITE, other.addr, n, om.lkey,
+                          addr, cm.rkey)
+        if rc == 0:
+            expect_wc(qp.cq.wait(1)[0], 3, dv.WC_WR_FLUSH_ERR)
+        qp.cq.assert_empty()
+        assert dv.read(view, n) == b'\x3c' * n, 'old (unmapped) pages changed'
+        assert dv.read(addr, n) == b'\x77' * n, \
+            'new memory at the address changed'
+        assert dv.read(other.addr, n) == b'\x5e' * n, 'the normal MR changed'
+    finally:
+        for a in (addr, view):
+            if a:
+                dv.munmap(a, n)
+        os.close(fd)
+
+
 def _set_param(name, value):
     with open(f'{PARAMS}/{name}', 'w') as f:
         f.write(str(value))
