@@ -24,8 +24,9 @@
  * A request that fails completes with its error; the channel goes on.
  * Destroy flushes what has not started (IB_WC_WR_FLUSH_ERR), stops what
  * is running between segments, and waits for the lanes. A channel whose
- * CQ overflowed (IB_EVENT_CQ_ERR: a completion was lost) is dead the same
- * way: nothing more runs unreported, and its doorbell fails with EIO.
+ * CQ or receive CQ overflowed (IB_EVENT_CQ_ERR: a completion or an arrival
+ * was lost) is dead the same way: nothing more runs unreported, and its
+ * doorbell fails with EIO.
  */
 #include <linux/highmem.h>
 #include <linux/sched.h>
@@ -90,6 +91,7 @@ struct bzc_bulk_req {
 	u64 next_seg;		/* the next segment a lane takes */
 	u64 segs_done;
 	struct bzc_bulk_chan *target;	/* remote_chan, referenced */
+	bool arrival_lost;		/* the target's receive CQ was full */
 	struct bzc_span far;
 	u32 nlocal;
 	struct bzc_span local[BZC_BULK_MAX_SGE];
@@ -378,7 +380,9 @@ static void bzc_bulk_complete(struct bzc_bulk_chan *chan,
 				.wc_flags = BZC_CQE_WITH_IMM,
 			};
 
-			bzc_cq_post(req->target->rcq, &arrival, false);
+			/* The target's lock is not ours: stopped when freed. */
+			if (!bzc_cq_post(req->target->rcq, &arrival, false))
+				req->arrival_lost = true;
 		}
 		list_move_tail(&req->node, done);
 		chan->cons++;
@@ -402,6 +406,11 @@ static void bzc_bulk_free(struct bzc_bulk_chan *chan, struct list_head *done)
 		for (i = 0; i < req->nlocal; i++)
 			bzc_span_put(&req->local[i]);
 		bzc_span_put(&req->far);
+		if (req->arrival_lost) {
+			spin_lock(&req->target->lock);
+			req->target->dead = true;
+			spin_unlock(&req->target->lock);
+		}
 		if (req->target)
 			bzc_chan_put(req->target);
 		kfree(req);

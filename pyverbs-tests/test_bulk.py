@@ -579,6 +579,39 @@ def test_cq_overflow_stops_channel(c):
     ch.close()
 
 
+def test_recv_cq_overflow_stops_target(c):
+    """WRITE_WITH_IMM arrivals that overflow the target's receive CQ: the
+    arrivals that fitted stay, in order; the senders still complete; the
+    target channel, which can no longer report arrivals, stops (EIO)."""
+    n = 4096
+    pd2 = c.alloc_pd()
+    a = c.chan(c.cq(256), depth=64)
+    rcq = c.cq(2)
+    room = ctypes.cast(rcq.p, ctypes.POINTER(dv.IbvCq)).contents.cqe
+    b = c.chan(c.cq(256), depth=16, pd=pd2, recv_cq=rcq)
+    src, dst = c.buf(n), c.buf(n)
+    smr, dmr = c.mr(src.addr, n), c.mr(dst.addr, n, pd=pd2)
+    wrs = [{'op': dv.BULK_WRITE_WITH_IMM, 'wr_id': i,
+            'sges': [(src.addr, n, smr.lkey)], 'raddr': dst.addr,
+            'rkey': dmr.rkey, 'rchan': b.num, 'imm': 0x100 + i}
+           for i in range(room + 3)]
+    rc, _ = a.post(wrs)
+    assert rc == 0
+    wcs = a.cq.wait(len(wrs), timeout=60)
+    assert [w.status for w in wcs] == [dv.WC_SUCCESS] * len(wrs)
+    got = rcq.poll(64)
+    assert [dv.wc_imm(w) for w in got] == [0x100 + i for i in range(room)]
+    own = {'op': dv.BULK_COPY, 'wr_id': 7, 'sges': [(dst.addr, n, dmr.lkey)],
+           'raddr': dst.addr, 'rkey': dmr.lkey}
+    # the sender's lane stops the target right after its completion
+    deadline = time.monotonic() + 30
+    while (res := b.post([own]))[0] == 0:
+        assert time.monotonic() < deadline, 'the target never stopped'
+        time.sleep(0.05)
+    assert res == (errno.EIO, 0)
+    rcq.assert_empty(0.2)
+
+
 def test_destroy_flushes(c):
     """Destroying a channel with queued work: every WR completes exactly
     once, successfully or with WR_FLUSH_ERR, by the time destroy returns."""

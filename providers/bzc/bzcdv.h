@@ -185,7 +185,7 @@ struct bzcdv_bulk_wr {
  * non-zero), ENOMEM (the ring is full: poll completions and retry); the
  * WRs before *@bad_wr are queued and executed.  A failed doorbell returns
  * its errno with *@bad_wr = @wr (EIO: the device is gone, or the channel's
- * CQ overflowed and the channel stopped; EPERM: not the PD's process,
+ * CQ or receive CQ overflowed and the channel stopped; EPERM: not the PD's process,
  * e.g. a forked child).
  */
 int bzcdv_post_bulk(struct bzcdv_bulk_chan *chan, struct bzcdv_bulk_wr *wr,
