@@ -127,7 +127,7 @@ struct bzc_mw {
 	u64 length;
 	int access;			/* IB_ACCESS_REMOTE_* granted */
 	u32 rkey;			/* the current rkey */
-	u32 qpn;			/* type 2: the QP it is bound to */
+	u64 qp_serial;			/* type 2: the QP it is bound to */
 };
 
 /* Where a UD datagram or a connected QP's messages go, as the AH said. */
@@ -149,6 +149,8 @@ struct bzc_ah {
 
 struct bzc_qp {
 	struct ib_qp ibqp;
+	/* Never reused, unlike the QPN: what a type 2 window is bound to. */
+	u64 serial;
 	refcount_t refcnt;		/* 1 while it exists + data path users */
 	struct completion released;
 

@@ -59,7 +59,7 @@ static struct bzc_mr *bzc_mw_unbind(struct bzc_mw *mw)
 	mw->mr = NULL;
 	mw->length = 0;
 	mw->access = 0;
-	mw->qpn = 0;
+	mw->qp_serial = 0;
 	return mr;
 }
 
@@ -160,7 +160,7 @@ enum ib_wc_status bzc_mw_bind(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 			mw->length = length;
 			mw->access = access & ~IB_ACCESS_LOCAL_WRITE;
 			if (mw->ibmw.type == IB_MW_TYPE_2)
-				mw->qpn = qp->ibqp.qp_num;
+				mw->qp_serial = qp->serial;
 		}
 		mw->rkey = rkey;
 		mw->ibmw.rkey = rkey;
@@ -197,7 +197,7 @@ int bzc_key_invalidate(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 	spin_lock(&mw->lock);
 	if (mw->ibmw.type == IB_MW_TYPE_2 && mw->rkey == rkey && mw->mr &&
 	    mw->ibmw.pd == qp->ibqp.pd &&
-	    (!remote || mw->qpn == qp->ibqp.qp_num)) {
+	    (!remote || mw->qp_serial == qp->serial)) {
 		old = bzc_mw_unbind(mw);
 		err = 0;
 	}
@@ -220,7 +220,7 @@ struct bzc_mr *bzc_mw_resolve(struct bzc_mw *mw, u32 rkey, struct bzc_qp *qp,
 
 	spin_lock(&mw->lock);
 	if (mw->mr && mw->rkey == rkey && mw->ibmw.pd == qp->ibqp.pd &&
-	    (mw->ibmw.type == IB_MW_TYPE_1 || mw->qpn == qp->ibqp.qp_num) &&
+	    (mw->ibmw.type == IB_MW_TYPE_1 || mw->qp_serial == qp->serial) &&
 	    (mw->access & access) == access &&
 	    addr >= mw->addr && len <= mw->length &&
 	    addr - mw->addr <= mw->length - len &&

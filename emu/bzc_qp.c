@@ -18,6 +18,9 @@
 #define BZC_MAX_INLINE	512
 #define BZC_RECV_WQE_HDR sizeof(struct bzc_recv_wqe)
 
+/* For bzc_qp.serial; 64 bits do not wrap. */
+static atomic64_t bzc_qp_serials = ATOMIC64_INIT(0);
+
 static struct bzc_wq_ring_hdr *wq_hdr(struct bzc_ring *ring)
 {
 	return ring->kaddr;
@@ -187,6 +190,7 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 			goto err_rings;
 	}
 
+	qp->serial = atomic64_inc_return(&bzc_qp_serials);
 	/* Visible to senders last: a RESET QP accepts nothing anyway. */
 	if (init->qp_type == IB_QPT_GSI) {
 		/* Peers' CMs send to QP1 on our port. */
