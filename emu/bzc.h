@@ -36,6 +36,24 @@
 
 struct bzc_sgl;
 
+/* The port's counters (bzc_stats.c), named there. */
+enum bzc_counter {
+	BZC_CNT_DOORBELLS,	/* SQ doorbells rung */
+	BZC_CNT_SENT_WQES,	/* send WQEs completed successfully */
+	BZC_CNT_SENT_BYTES,	/* bytes they moved (READs: bytes read) */
+	BZC_CNT_SEND_ERRORS,	/* send WQEs completed in error (not flushed) */
+	BZC_CNT_RCVD_MSGS,	/* receive completions */
+	BZC_CNT_RNR_NAKS,	/* RNR waits: no receive at an RC responder */
+	BZC_CNT_CQ_OVERFLOWS,	/* CQs put in error by a dropped CQE */
+	BZC_CNT_BULK_WQES,	/* bulk WQEs completed successfully */
+	BZC_CNT_BULK_BYTES,	/* bytes they moved */
+	BZC_NUM_COUNTERS
+};
+
+struct bzc_stats {
+	u64 v[BZC_NUM_COUNTERS];
+};
+
 struct bzc_dev {
 	struct ib_device ibdev;
 	struct ib_device_attr attr;
@@ -58,7 +76,14 @@ struct bzc_dev {
 	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
 	u32 ah_next;
 	atomic_t srq_count;		/* at most attr.max_srq */
+	struct bzc_stats __percpu *stats;
 };
+
+/* Count `n` on this CPU's copy of a counter; any context. */
+static inline void bzc_count(struct bzc_dev *bdev, enum bzc_counter c, u64 n)
+{
+	this_cpu_add(bdev->stats->v[c], n);
+}
 
 struct bzc_ucontext {
 	struct ib_ucontext ibuc;
@@ -381,6 +406,14 @@ extern const struct uapi_definition bzc_uapi_defs[];
 
 /* bzc_qp.c */
 extern const struct uapi_definition bzc_qp_uapi_defs[];
+
+/* bzc_stats.c */
+int bzc_stats_init(struct bzc_dev *bdev);
+void bzc_stats_free(struct bzc_dev *bdev);
+struct rdma_hw_stats *bzc_alloc_hw_port_stats(struct ib_device *ibdev,
+					      u32 port_num);
+int bzc_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
+		     u32 port, int index);
 
 /* bzc_mw.c */
 int bzc_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);

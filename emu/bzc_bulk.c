@@ -362,8 +362,11 @@ static void bzc_bulk_complete(struct bzc_bulk_chan *chan,
 
 		if (req->state != BZC_BULK_DONE)
 			break;
-		if (req->status == IB_WC_SUCCESS)
+		if (req->status == IB_WC_SUCCESS) {
 			cqe.byte_len = cpu_to_le32(byte_len);
+			bzc_count(chan->bdev, BZC_CNT_BULK_WQES, 1);
+			bzc_count(chan->bdev, BZC_CNT_BULK_BYTES, req->len);
+		}
 		if (!bzc_cq_post(chan->cq, &cqe, false))
 			chan->dead = true;
 

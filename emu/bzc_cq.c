@@ -215,6 +215,7 @@ out_unlock:
 	spin_unlock_irqrestore(&cq->lock, flags);
 
 	if (overflow) {
+		bzc_count(to_bdev(cq->ibcq.device), BZC_CNT_CQ_OVERFLOWS, 1);
 		ibdev_err_ratelimited(cq->ibcq.device,
 				      "CQ overflow: %u entries\n",
 				      cq->ring.entries);

@@ -467,6 +467,7 @@ static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
 	 * QP can no longer report its work, which is IBA's local work queue
 	 * catastrophic error.
 	 */
+	bzc_count(to_bdev(tqp->ibqp.device), BZC_CNT_RCVD_MSGS, 1);
 	if (!bzc_cq_post(to_bcq(tqp->ibqp.recv_cq), &cqe,
 			 wqe->flags & BZC_WQE_SOLICITED))
 		bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
@@ -852,6 +853,7 @@ static bool bzc_rnr_wait(struct bzc_qp *qp, u8 rnr_timer)
 {
 	unsigned long delay;
 
+	bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_RNR_NAKS, 1);
 	if (!qp->rnr_waiting) {
 		qp->rnr_waiting = true;
 		qp->rnr_left = qp->rnr_retry;
@@ -914,6 +916,7 @@ static void bzc_sq_error(struct bzc_qp *qp)
  */
 static bool bzc_sq_run(struct bzc_qp *qp, u64 budget, bool may_sleep)
 {
+	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
 	struct bzc_wq_ring_hdr *hdr = qp->sq.kaddr;
 	struct bzc_send_wqe *wqe = qp->sq_wqe;
 	struct bzc_result res;
@@ -960,6 +963,12 @@ static bool bzc_sq_run(struct bzc_qp *qp, u64 budget, bool may_sleep)
 			res.status = IB_WC_RNR_RETRY_EXC_ERR;
 		}
 		qp->rnr_waiting = false;
+		if (res.status == IB_WC_SUCCESS) {
+			bzc_count(bdev, BZC_CNT_SENT_WQES, 1);
+			bzc_count(bdev, BZC_CNT_SENT_BYTES, res.byte_len);
+		} else {
+			bzc_count(bdev, BZC_CNT_SEND_ERRORS, 1);
+		}
 		bzc_sq_advance(qp);
 		if (res.status != IB_WC_SUCCESS ||
 		    (wqe->flags & BZC_WQE_SIGNALED) || qp->sig_all)
@@ -978,6 +987,7 @@ void bzc_sq_kick(struct bzc_qp *qp)
 {
 	bool more;
 
+	bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_DOORBELLS, 1);
 	if (!mutex_trylock(&qp->sq_mutex)) {
 		/* The holder may be past its last look at prod: requeue. */
 		queue_delayed_work(bzc_wq, &qp->sq_work, 0);

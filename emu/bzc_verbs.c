@@ -209,6 +209,7 @@ static void bzc_dealloc_driver(struct ib_device *ibdev)
 	xa_destroy(&bdev->mr_xa);
 	xa_destroy(&bdev->qp_xa);
 	xa_destroy(&bdev->ah_xa);
+	bzc_stats_free(bdev);
 }
 
 const struct ib_device_ops bzc_dev_ops = {
@@ -224,6 +225,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.create_srq = bzc_create_srq,
 	.create_user_ah = bzc_create_ah,
 	.alloc_ucontext = bzc_alloc_ucontext,
+	.alloc_hw_port_stats = bzc_alloc_hw_port_stats,
 	.dealloc_driver = bzc_dealloc_driver,
 	.dealloc_mw = bzc_dealloc_mw,
 	.dealloc_pd = bzc_dealloc_pd,
@@ -236,6 +238,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.disassociate_ucontext = bzc_disassociate_ucontext,
 	.get_dev_fw_str = bzc_get_dev_fw_str,
 	.get_dma_mr = bzc_get_dma_mr,
+	.get_hw_stats = bzc_get_hw_stats,
 	.get_link_layer = bzc_get_link_layer,
 	.get_port_immutable = bzc_get_port_immutable,
 	.mmap = bzc_mmap,

@@ -88,6 +88,19 @@ def rdma(*args, **kw):
     return run(['rdma', *args], **kw)
 
 
+def hw_counters(dev=None):
+    """{name: value} of the port's hardware counters (bzc_stats.c), read
+    through netlink (`rdma statistic show link`), which asks the driver
+    every time; sysfs hw_counters may answer from a cache (its lifespan)."""
+    import json
+    out = rdma('-j', 'statistic', 'show', 'link', f'{dev or DEV}/{PORT}')
+    links = json.loads(out.stdout)
+    assert len(links) == 1, links
+    link = links[0].get('counters', links[0])   # newer iproute2 nests them
+    return {k: v for k, v in link.items()
+            if k not in ('ifindex', 'ifname', 'port') and isinstance(v, int)}
+
+
 def wait_until(pred, timeout=10.0, interval=0.1):
     """Poll pred() until it returns a truthy value or timeout; return the
     last value (falsy on timeout)."""

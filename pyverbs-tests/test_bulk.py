@@ -328,6 +328,25 @@ def test_integrity_1gib(c, opname):
     transfer_and_check(c, OPS[opname], GiB, 4, rnd)
 
 
+def test_counted_in_hw_counters(c):
+    """Each bulk WQE that completes successfully counts once in the port's
+    bulk_wqes, with its bytes in bulk_bytes; a failed one does not."""
+    n = 3 * MiB + 5
+    src, dst = c.buf(n), c.buf(n)
+    smr, dmr = c.mr(src.addr, n), c.mr(dst.addr, n)
+    ch = c.chan(c.cq(16))
+    wr = {'op': dv.BULK_COPY, 'sges': [(src.addr, n, smr.lkey)],
+          'raddr': dst.addr, 'rkey': dmr.lkey}
+    before = h.hw_counters()
+    wcs = ch.run([dict(wr, wr_id=1), dict(wr, wr_id=2),
+                  dict(wr, wr_id=3, rkey=dmr.lkey ^ 0x80)])
+    assert [w.status for w in wcs][:2] == [dv.WC_SUCCESS] * 2
+    assert wcs[2].status != dv.WC_SUCCESS
+    after = h.hw_counters()
+    assert after['bulk_wqes'] - before['bulk_wqes'] == 2
+    assert after['bulk_bytes'] - before['bulk_bytes'] == 2 * n
+
+
 def test_max_sge(c, caps):
     a, b, pd2 = pair(c)
     n = min(a.max_sge, 1024)
