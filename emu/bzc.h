@@ -38,7 +38,7 @@ struct bzc_sgl;
 
 /* The port's counters (bzc_stats.c), named there. */
 enum bzc_counter {
-	BZC_CNT_DOORBELLS,	/* SQ doorbells rung */
+	BZC_CNT_DOORBELLS,	/* SQ doorbells rung by processes */
 	BZC_CNT_SENT_WQES,	/* send WQEs completed successfully */
 	BZC_CNT_SENT_BYTES,	/* bytes they moved (READs: bytes read) */
 	BZC_CNT_SEND_ERRORS,	/* send WQEs completed in error (not flushed) */

@@ -409,13 +409,14 @@ static void bzc_bulk_free(struct bzc_bulk_chan *chan, struct list_head *done)
 		for (i = 0; i < req->nlocal; i++)
 			bzc_span_put(&req->local[i]);
 		bzc_span_put(&req->far);
-		if (req->arrival_lost) {
-			spin_lock(&req->target->lock);
-			req->target->dead = true;
-			spin_unlock(&req->target->lock);
-		}
-		if (req->target)
+		if (req->target) {
+			if (req->arrival_lost) {
+				spin_lock(&req->target->lock);
+				req->target->dead = true;
+				spin_unlock(&req->target->lock);
+			}
 			bzc_chan_put(req->target);
+		}
 		kfree(req);
 	}
 	INIT_LIST_HEAD(done);
