@@ -171,6 +171,39 @@ def test_pyverbs_context_close_closes_pds():
         p.close()                           # idempotent after the context
 
 
+def test_parent_domain(ctx):
+    """ibv_alloc_parent_domain over a PD: MRs and extended CQs can be made
+    on it (rdma-core's test_parent_domain runs traffic through it); it
+    does not nest (EINVAL), and once it is closed its PD is whole and
+    releases in the kernel."""
+    from pyverbs.cq import CQEX, CqInitAttrEx
+    from pyverbs.mr import MR
+    from pyverbs.pd import ParentDomain, ParentDomainInitAttr
+    base = pd_count()
+    pd = PD(ctx)
+    parent = ParentDomain(ctx, attr=ParentDomainInitAttr(pd=pd))
+    assert pd_count() == base + 1, 'a parent domain is no kernel PD'
+    with pytest.raises(PyverbsRDMAError) as ex:
+        ParentDomain(ctx, attr=ParentDomainInitAttr(pd=parent))
+    assert ex.value.error_code == errno.EINVAL, str(ex.value)
+
+    def cq_on(domain):
+        return CQEX(ctx, CqInitAttrEx(
+            cqe=16, parent_domain=domain,
+            comp_mask=e.IBV_CQ_INIT_ATTR_MASK_PD))
+    # (a plain PD as a CQ's parent domain: pyverbs refuses it itself)
+    cq = cq_on(parent)
+    mr = MR(parent, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+    assert mr.lkey
+    mr.close()
+    cq.close()
+    parent.close()
+    mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+    mr.close()
+    pd.close()
+    assert pd_count() == base
+
+
 # ---------------------------------------------------------------------------
 # Verbs the device does not implement yet.  These document the contract (a
 # clean EOPNOTSUPP, nothing in the kernel log, the context still usable) and

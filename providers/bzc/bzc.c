@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * bzc: userspace verbs provider for the bzc bulk zero-copy RDMA device.
- * This file: device matching, context, PD.  dv_cmd.c, bulk.c, mr_cache.c:
+ * This file: device matching, context.  pd.c: protection and parent
+ * domains.  dv_cmd.c, bulk.c, mr_cache.c:
  * the direct verbs of bzcdv.h (bulk channels, the MR cache).  cq.c:
  * completion queues.  mr.c: memory regions.  mw.c: memory windows.  qp.c:
  * queue pairs and the receive queue.  srq.c: shared receive queues.  wr.c:
@@ -72,41 +73,6 @@ static int bzc_query_port(struct ibv_context *context, uint8_t port,
 	return ibv_cmd_query_port(context, port, attr, &cmd, sizeof(cmd));
 }
 
-static struct ibv_pd *bzc_alloc_pd(struct ibv_context *context)
-{
-	struct ibv_alloc_pd cmd = {};
-	struct ib_uverbs_alloc_pd_resp resp = {};
-	struct ibv_pd *pd;
-	int ret;
-
-	pd = calloc(1, sizeof(*pd));
-	if (!pd)
-		return NULL;
-
-	ret = ibv_cmd_alloc_pd(context, pd, &cmd, sizeof(cmd), &resp,
-			       sizeof(resp));
-	if (ret) {
-		free(pd);
-		/* The helper returns the errno; make sure the caller sees it. */
-		errno = ret;
-		return NULL;
-	}
-
-	return pd;
-}
-
-static int bzc_dealloc_pd(struct ibv_pd *pd)
-{
-	int ret;
-
-	ret = ibv_cmd_dealloc_pd(pd);
-	if (ret)
-		return ret;
-
-	free(pd);
-	return 0;
-}
-
 static void bzc_free_context(struct ibv_context *ibctx)
 {
 	struct bzc_context *ctx = to_bctx(ibctx);
@@ -122,6 +88,7 @@ static void bzc_free_context(struct ibv_context *ibctx)
  */
 static const struct verbs_context_ops bzc_ctx_ops = {
 	.alloc_mw = bzc_alloc_mw,
+	.alloc_parent_domain = bzc_alloc_parent_domain,
 	.alloc_pd = bzc_alloc_pd,
 	.bind_mw = bzc_bind_mw,
 	.create_ah = bzc_create_ah,

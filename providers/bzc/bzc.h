@@ -7,6 +7,7 @@
 
 #include <endian.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,15 @@
 
 struct bzc_device {
 	struct verbs_device ibv_dev;
+};
+
+/* A PD, or a parent domain over one (pd.c). */
+struct bzc_pd {
+	struct ibv_pd ibpd;
+	/* Parent domain: its protection domain; NULL in a PD. */
+	struct bzc_pd *protection;
+	void *pd_context;		/* parent domain: the application's */
+	atomic_uint parents;		/* PD: parent domains over it */
 };
 
 struct bzc_context {
@@ -246,6 +256,11 @@ static inline struct bzc_context *to_bctx(struct ibv_context *ibctx)
 	return container_of(ibctx, struct bzc_context, ibv_ctx.context);
 }
 
+static inline struct bzc_pd *to_bpd(struct ibv_pd *ibpd)
+{
+	return container_of(ibpd, struct bzc_pd, ibpd);
+}
+
 static inline struct bzc_cq *to_bcq(struct ibv_cq *ibcq)
 {
 	return container_of(ibcq, struct bzc_cq, vcq.cq);
@@ -361,6 +376,12 @@ struct bzc_mr_cached {
 	struct bzcdv_mr_cached dv;	/* first: the public part */
 	uint32_t handle;
 };
+
+/* pd.c */
+struct ibv_pd *bzc_alloc_pd(struct ibv_context *context);
+struct ibv_pd *bzc_alloc_parent_domain(struct ibv_context *context,
+				       struct ibv_parent_domain_init_attr *attr);
+int bzc_dealloc_pd(struct ibv_pd *ibpd);
 
 /* cq.c */
 struct ibv_cq *bzc_create_cq(struct ibv_context *context, int cqe,

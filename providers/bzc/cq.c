@@ -489,9 +489,11 @@ struct ibv_cq_ex *bzc_create_cq_ex(struct ibv_context *context,
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	/* A CQ on a parent domain: bzc has no parent domains. */
-	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
-		errno = EOPNOTSUPP;
+	/* A CQ on a parent domain (pd.c): one of this context, or EINVAL. */
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    (!attr->parent_domain || attr->parent_domain->context != context ||
+	     !to_bpd(attr->parent_domain)->protection)) {
+		errno = EINVAL;
 		return NULL;
 	}
 	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) {

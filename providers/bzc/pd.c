@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: protection domains and parent domains.
+ *
+ * A parent domain (ibv_alloc_parent_domain) is a PD as far as the kernel
+ * is concerned: it carries its protection domain's handle, so QPs, SRQs,
+ * MRs and AHs created on it belong to that PD. What it adds is the
+ * application's pd_context and allocators. bzc's queues are rings the
+ * kernel allocates and maps (ring.c), so the provider has no buffers of
+ * its own to allocate and never calls them; the API allows that. A CQ may
+ * name a parent domain (IBV_CQ_INIT_ATTR_MASK_PD) for the same reason,
+ * and gets the same ring.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "bzc.h"
+
+struct ibv_pd *bzc_alloc_pd(struct ibv_context *context)
+{
+	struct ibv_alloc_pd cmd = {};
+	struct ib_uverbs_alloc_pd_resp resp = {};
+	struct bzc_pd *pd;
+	int ret;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+
+	ret = ibv_cmd_alloc_pd(context, &pd->ibpd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret) {
+		free(pd);
+		/* The helper returns the errno; make sure the caller sees it. */
+		errno = ret;
+		return NULL;
+	}
+	atomic_init(&pd->parents, 0);
+	return &pd->ibpd;
+}
+
+/*
+ * A parent domain over attr->pd, a PD (not a parent domain) of @context.
+ * EINVAL for unknown comp_mask bits, a missing or foreign PD, or a thread
+ * domain (bzc has none: ibv_alloc_td is not supported).
+ */
+struct ibv_pd *bzc_alloc_parent_domain(struct ibv_context *context,
+				       struct ibv_parent_domain_init_attr *attr)
+{
+	struct bzc_pd *parent, *pd;
+
+	if (attr->comp_mask & ~(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+				IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT) ||
+	    !attr->pd || attr->pd->context != context || attr->td) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pd = to_bpd(attr->pd);
+	if (pd->protection) {		/* a parent domain of a parent domain */
+		errno = EINVAL;
+		return NULL;
+	}
+
+	parent = calloc(1, sizeof(*parent));
+	if (!parent)
+		return NULL;
+	parent->ibpd.context = context;
+	parent->ibpd.handle = pd->ibpd.handle;
+	parent->protection = pd;
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+		parent->pd_context = attr->pd_context;
+	/* The protection domain stays until its parent domains are gone. */
+	atomic_fetch_add(&pd->parents, 1);
+	return &parent->ibpd;
+}
+
+/*
+ * A parent domain is only freed. A PD is released in the kernel, unless
+ * parent domains still use it: EBUSY, as when QPs or MRs still do.
+ */
+int bzc_dealloc_pd(struct ibv_pd *ibpd)
+{
+	struct bzc_pd *pd = to_bpd(ibpd);
+	int ret;
+
+	if (pd->protection) {
+		atomic_fetch_sub(&pd->protection->parents, 1);
+		free(pd);
+		return 0;
+	}
+	if (atomic_load(&pd->parents))
+		return EBUSY;
+
+	ret = ibv_cmd_dealloc_pd(ibpd);
+	if (ret)
+		return ret;
+	free(pd);
+	return 0;
+}
