@@ -123,6 +123,7 @@ static void bzc_free_context(struct ibv_context *ibctx)
 static const struct verbs_context_ops bzc_ctx_ops = {
 	.alloc_mw = bzc_alloc_mw,
 	.alloc_pd = bzc_alloc_pd,
+	.attach_mcast = ibv_cmd_attach_mcast,
 	.bind_mw = bzc_bind_mw,
 	.create_ah = bzc_create_ah,
 	.create_cq = bzc_create_cq,
@@ -138,6 +139,7 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.destroy_cq = bzc_destroy_cq,
 	.destroy_qp = bzc_destroy_qp,
 	.destroy_srq = bzc_destroy_srq,
+	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = bzc_free_context,
 	.modify_qp = bzc_modify_qp,
 	.modify_srq = bzc_modify_srq,
