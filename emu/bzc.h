@@ -15,6 +15,7 @@
 #include <linux/workqueue.h>
 #include <linux/refcount.h>
 #include <linux/completion.h>
+#include <linux/hashtable.h>
 #include <linux/mutex.h>
 #include <linux/mm.h>
 #include <rdma/ib_verbs.h>
@@ -33,6 +34,10 @@
 #define BZC_MAX_MW SZ_64K
 #define BZC_MAX_SGE 32
 #define BZC_MAX_MSG_SZ (1U << 31)
+#define BZC_MAX_MCAST_GRP 1024
+#define BZC_MAX_MCAST_QP_ATTACH 32
+#define BZC_MAX_MCAST_ATTACH 8192	/* QP attachments over all groups */
+#define BZC_MCAST_QPN 0xffffff		/* the DQPN of multicast datagrams */
 
 struct bzc_sgl;
 
@@ -76,6 +81,15 @@ struct bzc_dev {
 	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
 	u32 ah_next;
 	atomic_t srq_count;		/* at most attr.max_srq */
+	/*
+	 * Multicast groups by MGID (bzc_mcast.c): each lists the QPs
+	 * attached to it, without holding references. A QP is detached from
+	 * all of them before its destruction waits for its users.
+	 */
+	spinlock_t mc_lock;
+	DECLARE_HASHTABLE(mc_hash, 6);
+	u32 mc_groups;			/* at most attr.max_mcast_grp */
+	u32 mc_attached;		/* at most max_total_mcast_qp_attach */
 	struct bzc_stats __percpu *stats;
 };
 
@@ -199,6 +213,7 @@ struct bzc_qp {
 	enum ib_mtu path_mtu;
 	bool sig_all;
 	struct mutex modify_mutex;
+	u32 mc_groups;			/* groups attached, under mc_lock */
 
 	/* Send queue: executed in order by whoever holds sq_mutex. */
 	struct mutex sq_mutex;
@@ -449,6 +464,15 @@ int bzc_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		  const struct ib_recv_wr **bad_wr);
 struct bzc_qp *bzc_qp_get(struct bzc_dev *bdev, u32 qpn);
 void bzc_qp_put(struct bzc_qp *qp);
+
+/* bzc_mcast.c */
+void bzc_mcast_init(struct bzc_dev *bdev);
+void bzc_mcast_cleanup(struct bzc_dev *bdev);
+int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+int bzc_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+void bzc_mcast_detach_all(struct bzc_qp *qp);
+int bzc_mcast_members(struct bzc_dev *bdev, const union ib_gid *mgid,
+		      struct bzc_qp **qps);
 void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event);
 void bzc_rq_flush(struct bzc_qp *qp);
 

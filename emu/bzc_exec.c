@@ -311,21 +311,42 @@ struct bzc_peer {
 	struct bzc_av av;
 };
 
+/* The Q_Key a UD WQE sends with: its own, or the QP's (high bit set). */
+static u32 bzc_ud_qkey(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
+{
+	u32 qkey = le32_to_cpu(wqe->ud.remote_qkey);
+
+	return qkey & 0x80000000 ? READ_ONCE(qp->qkey) : qkey;
+}
+
+/*
+ * Does `tqp` take what `qp` sends: same type, receiving, and the Q_Key
+ * (datagrams) or the connection (RC, UC) matches?
+ */
+static bool bzc_peer_accepts(struct bzc_qp *qp, struct bzc_qp *tqp, u32 qkey)
+{
+	enum ib_qp_type type = qp->ibqp.qp_type;
+	bool ok;
+
+	spin_lock(&tqp->lock);
+	ok = tqp->ibqp.qp_type == type && bzc_qp_receives(tqp->state) &&
+	     (bzc_type_ud(type) ? tqp->qkey == qkey :
+				  tqp->dest_qpn == qp->ibqp.qp_num);
+	spin_unlock(&tqp->lock);
+	return ok;
+}
+
 static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			 struct bzc_peer *peer)
 {
 	enum ib_qp_type type = qp->ibqp.qp_type;
 	struct bzc_av *av = &peer->av;
 	u32 dqpn, qkey = 0;
-	bool ok;
 
 	if (bzc_type_ud(type)) {
 		/* peer->av: resolved by the caller, an AH of the QP's PD. */
 		dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
-		qkey = le32_to_cpu(wqe->ud.remote_qkey);
-		/* A qkey with the high bit set means "use the QP's own". */
-		if (qkey & 0x80000000)
-			qkey = READ_ONCE(qp->qkey);
+		qkey = bzc_ud_qkey(qp, wqe);
 	} else {
 		spin_lock(&qp->lock);
 		*av = qp->av;
@@ -340,13 +361,7 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	if (!peer->qp)
 		goto err_dev;
 
-	spin_lock(&peer->qp->lock);
-	ok = peer->qp->ibqp.qp_type == type &&
-	     bzc_qp_receives(peer->qp->state) &&
-	     (bzc_type_ud(type) ? peer->qp->qkey == qkey :
-				  peer->qp->dest_qpn == qp->ibqp.qp_num);
-	spin_unlock(&peer->qp->lock);
-	if (ok)
+	if (bzc_peer_accepts(qp, peer->qp, qkey))
 		return true;
 
 	bzc_qp_put(peer->qp);
@@ -565,6 +580,33 @@ static void bzc_exec_send(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		return;
 	}
 	bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_SUCCESS, need);
+}
+
+/*
+ * A UD send to a multicast GID: one copy to every QP attached to the group
+ * on this device, the sender's own QP included, each taking it as a unicast
+ * datagram (Q_Key check, dropped without a receive). Members are referenced
+ * under the group lock and served outside it.
+ */
+static void bzc_exec_mcast(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			   struct bzc_sgl *src, struct bzc_peer *peer,
+			   bool may_sleep, struct bzc_result *res)
+{
+	struct bzc_qp *members[BZC_MAX_MCAST_QP_ATTACH];
+	u32 qkey = bzc_ud_qkey(qp, wqe);
+	int i, n;
+
+	/* Multicast datagrams carry DQPN 0xffffff; others are dropped. */
+	if ((le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff) != BZC_MCAST_QPN)
+		return;
+	peer->bdev = to_bdev(qp->ibqp.device);
+	n = bzc_mcast_members(peer->bdev, &peer->av.dgid, members);
+	for (i = 0; i < n; i++) {
+		peer->qp = members[i];
+		if (bzc_peer_accepts(qp, peer->qp, qkey))
+			bzc_exec_send(qp, wqe, src, peer, may_sleep, res);
+		bzc_qp_put(members[i]);
+	}
 }
 
 /* RDMA WRITE (with immediate): into the peer's MR named by rkey. */
@@ -808,6 +850,11 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	if (bzc_type_ud(qp->ibqp.qp_type) &&
 	    local->total > ib_mtu_enum_to_int(iboe_get_mtu(READ_ONCE(bdev->ndev->mtu))))
 		goto out;
+	if (bzc_type_ud(qp->ibqp.qp_type) &&
+	    rdma_is_multicast_addr((struct in6_addr *)peer.av.dgid.raw)) {
+		bzc_exec_mcast(qp, wqe, local, &peer, may_sleep, res);
+		goto out;
+	}
 	if (!bzc_peer_get(qp, wqe, &peer)) {
 		/* Nobody answers: RC retries in vain, UC and UD drop. */
 		if (qp->ibqp.qp_type == IB_QPT_RC)

@@ -53,6 +53,7 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 	xa_init_flags(&bdev->mr_xa, XA_FLAGS_ALLOC1);
 	xa_init_flags(&bdev->qp_xa, XA_FLAGS_ALLOC);
 	xa_init_flags(&bdev->ah_xa, XA_FLAGS_ALLOC1);
+	bzc_mcast_init(bdev);
 	bzc_init_device_attr(bdev);
 	ib_set_device_ops(&bdev->ibdev, &bzc_dev_ops);
 

@@ -239,6 +239,7 @@ int bzc_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct bzc_qp *qp = to_bqp(ibqp);
 
 	/* No new senders find it; wait for those delivering to it. */
+	bzc_mcast_detach_all(qp);
 	xa_erase(&to_bdev(ibqp->device)->qp_xa, ibqp->qp_num);
 	bzc_qp_put(qp);
 	wait_for_completion(&qp->released);

@@ -67,6 +67,9 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_ah = BZC_MAX_AH;
 	a->max_mw = BZC_MAX_MW;	/* shares the key table with the MRs */
 	a->max_pkeys = BZC_PKEY_TBL_LEN;
+	a->max_mcast_grp = BZC_MAX_MCAST_GRP;
+	a->max_mcast_qp_attach = BZC_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach = BZC_MAX_MCAST_ATTACH;
 	a->local_ca_ack_delay = 15;
 }
 
@@ -209,6 +212,7 @@ static void bzc_dealloc_driver(struct ib_device *ibdev)
 	xa_destroy(&bdev->mr_xa);
 	xa_destroy(&bdev->qp_xa);
 	xa_destroy(&bdev->ah_xa);
+	bzc_mcast_cleanup(bdev);
 	bzc_stats_free(bdev);
 }
 
@@ -226,6 +230,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.create_user_ah = bzc_create_ah,
 	.alloc_ucontext = bzc_alloc_ucontext,
 	.alloc_hw_port_stats = bzc_alloc_hw_port_stats,
+	.attach_mcast = bzc_attach_mcast,
 	.dealloc_driver = bzc_dealloc_driver,
 	.dealloc_mw = bzc_dealloc_mw,
 	.dealloc_pd = bzc_dealloc_pd,
@@ -235,6 +240,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.destroy_cq = bzc_destroy_cq,
 	.destroy_qp = bzc_destroy_qp,
 	.destroy_srq = bzc_destroy_srq,
+	.detach_mcast = bzc_detach_mcast,
 	.disassociate_ucontext = bzc_disassociate_ucontext,
 	.get_dev_fw_str = bzc_get_dev_fw_str,
 	.get_dma_mr = bzc_get_dma_mr,

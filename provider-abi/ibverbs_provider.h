@@ -732,6 +732,12 @@ int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
 /* Destroys ah->handle in the kernel; does not free @ah. */
 int ibv_cmd_destroy_ah(struct ibv_ah *ah);
 
+/* ATTACH_MCAST / DETACH_MCAST (write()) of qp->handle; no driver data. */
+int ibv_cmd_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+			 uint16_t lid);
+int ibv_cmd_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
+			 uint16_t lid);
+
 /*
  * CREATE_SRQ of the basic type (ioctl, else write()).  @cmd may be NULL
  * (cmd_size 0) without driver request data; @resp is the core response

@@ -359,22 +359,21 @@ def test_link_delete_and_rmmod_after_cm():
 # rdma-core's own rdma_cm tests
 # --------------------------------------------------------------------------
 
-# What needs more than rdma_cm: multicast needs ibv_attach_mcast (not in
-# bzc yet), DC is mlx5's.
+# What needs more than rdma_cm: DC is mlx5's. (The multicast tests run:
+# bzc has ibv_attach_mcast.)
 RDMA_CORE_CM_SKIPS = {
-    'test_rdmacm_async_multicast_traffic': 'Multicast is not supported',
-    'test_rdmacm_async_ex_multicast_traffic': 'Multicast is not supported',
-    'test_rdmacm_async_ex_leave_multicast_traffic':
-        'Multicast is not supported',
     'test_rdmacm_async_traffic_dc_external_qp': 'non MLX5 device',
 }
+RDMA_CORE_CM_MULTICAST = ('test_rdmacm_async_multicast_traffic',
+                          'test_rdmacm_async_ex_multicast_traffic',
+                          'test_rdmacm_async_ex_leave_multicast_traffic')
 
 
 def test_rdma_core_cm_suite():
     """rdma-core's test_rdmacm.py on bzc0 (told its netdev, see
     rdma_core_cm.py): every connection test passes (sync and async RC,
-    reject, external QP, UDP, RDMA read and write), and only multicast
-    and the mlx5 DC test skip."""
+    reject, external QP, UDP, RDMA read and write, multicast join, traffic
+    and leave), and only the mlx5 DC test skips."""
     runner = __file__.replace('test_rdma_cm.py', 'rdma_core_cm.py')
     cp = h.run(['/usr/bin/python3', runner, h.DEV, h.NETDEV, '-v', '-k',
                 'test_rdmacm'], check=False, timeout=600)
@@ -384,6 +383,8 @@ def test_rdma_core_cm_suite():
                               out, re.M))
     assert cp.returncode == 0, out
     assert len(results) >= 11, out
+    for name in RDMA_CORE_CM_MULTICAST:
+        assert results.get(name) == 'ok', f'{name}: {results.get(name)}\n{out}'
     for name, res in results.items():
         if name in RDMA_CORE_CM_SKIPS:
             assert res.startswith('skipped') and \

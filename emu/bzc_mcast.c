@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * UD multicast: the groups of a device by MGID and the QPs attached to
+ * each. A UD send to a multicast GID (DQPN 0xffffff) is delivered to every
+ * QP attached to the group on the sending device (bzc_exec.c). Groups hold
+ * no references on their QPs: a QP leaves every group before its
+ * destruction waits for the senders that still hold it.
+ */
+
+#include <linux/jhash.h>
+#include <linux/slab.h>
+#include <rdma/ib_addr.h>
+
+#include "bzc.h"
+
+struct bzc_mcast_grp {
+	struct hlist_node node;
+	union ib_gid mgid;
+	u32 nr;
+	struct bzc_qp *qp[BZC_MAX_MCAST_QP_ATTACH];
+};
+
+static u32 bzc_mgid_hash(const union ib_gid *mgid)
+{
+	return jhash(mgid->raw, sizeof(mgid->raw), 0);
+}
+
+void bzc_mcast_init(struct bzc_dev *bdev)
+{
+	spin_lock_init(&bdev->mc_lock);
+	hash_init(bdev->mc_hash);
+}
+
+/* Every QP is gone by now; free whatever a leak might have left. */
+void bzc_mcast_cleanup(struct bzc_dev *bdev)
+{
+	struct bzc_mcast_grp *grp;
+	struct hlist_node *tmp;
+	int bkt;
+
+	hash_for_each_safe(bdev->mc_hash, bkt, tmp, grp, node) {
+		hash_del(&grp->node);
+		kfree(grp);
+	}
+}
+
+/* The group of `mgid`, or NULL. Under mc_lock. */
+static struct bzc_mcast_grp *bzc_mcast_find(struct bzc_dev *bdev,
+					    const union ib_gid *mgid)
+{
+	struct bzc_mcast_grp *grp;
+
+	hash_for_each_possible(bdev->mc_hash, grp, node, bzc_mgid_hash(mgid))
+		if (!memcmp(grp->mgid.raw, mgid->raw, sizeof(mgid->raw)))
+			return grp;
+	return NULL;
+}
+
+static int bzc_mcast_index(const struct bzc_mcast_grp *grp,
+			   const struct bzc_qp *qp)
+{
+	u32 i;
+
+	for (i = 0; i < grp->nr; i++)
+		if (grp->qp[i] == qp)
+			return i;
+	return -1;
+}
+
+/* Take member `i` out of its group; an empty group is freed. */
+static void bzc_mcast_remove(struct bzc_dev *bdev, struct bzc_mcast_grp *grp,
+			     u32 i)
+{
+	grp->qp[i]->mc_groups--;
+	grp->qp[i] = grp->qp[--grp->nr];
+	bdev->mc_attached--;
+	if (!grp->nr) {
+		hash_del(&grp->node);
+		bdev->mc_groups--;
+		kfree(grp);
+	}
+}
+
+static int bzc_mcast_check(struct ib_qp *ibqp, union ib_gid *gid)
+{
+	if (ibqp->qp_type != IB_QPT_UD ||
+	    !rdma_is_multicast_addr((struct in6_addr *)gid->raw))
+		return -EINVAL;
+	return 0;
+}
+
+/* Attaching twice is allowed; the QP still gets one copy of each message. */
+int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	struct bzc_dev *bdev = to_bdev(ibqp->device);
+	struct bzc_qp *qp = to_bqp(ibqp);
+	struct bzc_mcast_grp *grp, *new;
+	int err;
+
+	err = bzc_mcast_check(ibqp, gid);
+	if (err)
+		return err;
+	new = kzalloc(sizeof(*new), GFP_KERNEL);
+	if (!new)
+		return -ENOMEM;
+
+	spin_lock(&bdev->mc_lock);
+	grp = bzc_mcast_find(bdev, gid);
+	if (grp && bzc_mcast_index(grp, qp) >= 0)
+		goto unlock;		/* already a member */
+	err = -ENOMEM;
+	if (bdev->mc_attached >= bdev->attr.max_total_mcast_qp_attach)
+		goto unlock;
+	if (!grp) {
+		if (bdev->mc_groups >= bdev->attr.max_mcast_grp)
+			goto unlock;
+		grp = new;
+		new = NULL;
+		grp->mgid = *gid;
+		hash_add(bdev->mc_hash, &grp->node, bzc_mgid_hash(gid));
+		bdev->mc_groups++;
+	} else if (grp->nr >= bdev->attr.max_mcast_qp_attach) {
+		goto unlock;
+	}
+	grp->qp[grp->nr++] = qp;
+	qp->mc_groups++;
+	bdev->mc_attached++;
+	err = 0;
+unlock:
+	spin_unlock(&bdev->mc_lock);
+	kfree(new);
+	return err;
+}
+
+int bzc_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	struct bzc_dev *bdev = to_bdev(ibqp->device);
+	struct bzc_mcast_grp *grp;
+	int err, i = -1;
+
+	err = bzc_mcast_check(ibqp, gid);
+	if (err)
+		return err;
+	spin_lock(&bdev->mc_lock);
+	grp = bzc_mcast_find(bdev, gid);
+	if (grp)
+		i = bzc_mcast_index(grp, to_bqp(ibqp));
+	if (i >= 0)
+		bzc_mcast_remove(bdev, grp, i);
+	spin_unlock(&bdev->mc_lock);
+	return i >= 0 ? 0 : -EINVAL;
+}
+
+/* A QP being destroyed leaves every group it is still attached to. */
+void bzc_mcast_detach_all(struct bzc_qp *qp)
+{
+	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
+	struct bzc_mcast_grp *grp;
+	struct hlist_node *tmp;
+	int bkt, i;
+
+	spin_lock(&bdev->mc_lock);
+	if (qp->mc_groups) {
+		hash_for_each_safe(bdev->mc_hash, bkt, tmp, grp, node) {
+			i = bzc_mcast_index(grp, qp);
+			if (i >= 0)
+				bzc_mcast_remove(bdev, grp, i);
+		}
+	}
+	spin_unlock(&bdev->mc_lock);
+}
+
+/*
+ * The QPs attached to `mgid` into `qps` (room for BZC_MAX_MCAST_QP_ATTACH),
+ * each with a reference (bzc_qp_put()); returns how many. Never sleeps.
+ */
+int bzc_mcast_members(struct bzc_dev *bdev, const union ib_gid *mgid,
+		      struct bzc_qp **qps)
+{
+	struct bzc_mcast_grp *grp;
+	int n = 0;
+	u32 i;
+
+	spin_lock(&bdev->mc_lock);
+	grp = bzc_mcast_find(bdev, mgid);
+	for (i = 0; grp && i < grp->nr; i++)
+		if (refcount_inc_not_zero(&grp->qp[i]->refcnt))
+			qps[n++] = grp->qp[i];
+	spin_unlock(&bdev->mc_lock);
+	return n;
+}

@@ -1,0 +1,392 @@
+# SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
+"""UD multicast on bzc0: ibv_attach_mcast()/ibv_detach_mcast() and UD
+sends to a multicast GID (remote QPN 0xffffff), delivered to every UD QP
+attached to the group on the device, each with the 40-byte GRH (SGID the
+sender's, DGID the group's) and src_qp the sender's QPN.
+
+pyverbs 44 has no attach/detach, so the tests call libibverbs' own
+ibv_attach_mcast()/ibv_detach_mcast() through ctypes on the struct ibv_qp
+behind the pyverbs QP (found in the QP object and checked by its qp_num,
+qp_type and state, read through /proc/self/mem so that a wrong guess
+cannot crash the test).
+"""
+
+import ctypes
+import errno
+import ipaddress
+import os
+import random
+import struct
+import subprocess
+import sys
+
+import pyverbs.enums as e
+from pyverbs.addr import AH, GID
+from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.qp import QPCap
+from pyverbs.wr import SGE, RecvWR, SendWR
+import pytest
+
+import bzc_helpers as h
+from bzc_helpers import assert_quiet
+
+pytestmark = pytest.mark.keeps_netdev
+
+MGID = 'ff0e::1234'
+MGID2 = 'ff0e::5678'
+MCAST_QPN = 0xffffff
+BUF = 4096
+SPARE = 8
+SEND_OFF = 2048
+FILL = 0x5a
+
+_ibv = ctypes.CDLL('libibverbs.so.1', use_errno=True)
+for _fn in (_ibv.ibv_attach_mcast, _ibv.ibv_detach_mcast):
+    _fn.restype = ctypes.c_int
+    _fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint16]
+
+
+def _peek(addr, n):
+    """n bytes at addr of this process, or None where nothing is mapped."""
+    try:
+        with open('/proc/self/mem', 'rb', buffering=0) as f:
+            f.seek(addr)
+            return f.read(n)
+    except (OSError, ValueError, OverflowError):
+        return None
+
+
+def ibv_qp_ptr(qp):
+    """The struct ibv_qp * of a pyverbs QP: the one pointer in the object
+    that points at {..., handle, qp_num, state, qp_type} with this QP's
+    number and type (rdma-core 44 layout: qp_num at 52, qp_type at 60)."""
+    raw = ctypes.string_at(id(qp), type(qp).__basicsize__)
+    found = set()
+    for off in range(0, len(raw) - 7, 8):
+        ptr = struct.unpack_from('<Q', raw, off)[0]
+        if ptr < 4096:
+            continue
+        mem = _peek(ptr, 64)
+        if mem is None or len(mem) < 64:
+            continue
+        qp_num, state, qp_type = struct.unpack_from('<III', mem, 52)
+        if qp_num == qp.qp_num and qp_type == qp.qp_type and state <= 6:
+            found.add(ptr)
+    assert len(found) == 1, \
+        f'QP {qp.qp_num}: {len(found)} candidate struct ibv_qp pointers'
+    return found.pop()
+
+
+def mgid_raw(text):
+    return ipaddress.IPv6Address(text).packed
+
+
+def _attach(end, gid):
+    return _ibv.ibv_attach_mcast(ibv_qp_ptr(end.qp), mgid_raw(gid), 0)
+
+
+def _detach(end, gid):
+    return _ibv.ibv_detach_mcast(ibv_qp_ptr(end.qp), mgid_raw(gid), 0)
+
+
+class Env(h.VerbsEnv):
+    def __init__(self):
+        super().__init__(second_pd=False)
+        self.ends = []
+        self.attached = set()
+        self.ahs = {}
+        self.rng = random.Random(0x6d63)
+
+    def ud(self, qkey=h.UD_QKEY):
+        """A UD QPEnd at RTS with an MR of BUF bytes (end.mr)."""
+        cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=1,
+                    max_recv_sge=1)
+        end = h.QPEnd(self.ctx, self.pd, e.IBV_QPT_UD, cap, cq_depth=64)
+        self.ends.append(end)
+        h.qp_to_init(end.qp, e.IBV_QPT_UD, qkey=qkey)
+        h.qp_to_rtr(end.qp, e.IBV_QPT_UD, self.gid, self.gid_index, 0)
+        h.qp_to_rts(end.qp, e.IBV_QPT_UD)
+        end.mr = self.reg(BUF, e.IBV_ACCESS_LOCAL_WRITE)
+        return end
+
+    def rc(self):
+        end = h.QPEnd(self.ctx, self.pd, e.IBV_QPT_RC, cq_depth=8)
+        self.ends.append(end)
+        return end
+
+    def attach(self, end, gid=MGID):
+        """ibv_attach_mcast(); returns its result (0 or an errno value)."""
+        rc = _attach(end, gid)
+        if rc == 0:
+            self.attached.add((end, gid))
+        return rc
+
+    def detach(self, end, gid=MGID):
+        rc = _detach(end, gid)
+        if rc == 0:
+            self.attached.discard((end, gid))
+        return rc
+
+    def drop(self, end):
+        self.ends.remove(end)
+        end.close()
+
+    def ah(self, gid=MGID):
+        if gid not in self.ahs:
+            self.ahs[gid] = AH(self.pd, attr=h.ah_attr_for(
+                GID(ipaddress.IPv6Address(gid).exploded), self.gid_index))
+        return self.ahs[gid]
+
+    def close(self):
+        # The core refuses to destroy a QP still attached (EBUSY).
+        for end, gid in list(self.attached):
+            self.detach(end, gid)
+        for ah in self.ahs.values():
+            ah.close()
+        for end in self.ends:
+            end.close()
+        super().close()
+
+
+@pytest.fixture
+def env():
+    en = Env()
+    try:
+        yield en
+    finally:
+        en.close()
+
+
+def post_recv(end, size, wr_id=1):
+    """A receive for a size-byte datagram (+ GRH + SPARE bytes) at the
+    start of end.mr, prefilled with FILL."""
+    n = h.GRH_BYTES + size + SPARE
+    end.mr.write(bytes([FILL]) * BUF, BUF)
+    end.qp.post_recv(RecvWR(wr_id=wr_id, num_sge=1,
+                            sg=[SGE(end.mr.buf, n, end.mr.lkey)]))
+
+
+def send(env, sender, data, gid=MGID, qpn=MCAST_QPN, qkey=h.UD_QKEY,
+         wr_id=7):
+    """Post one multicast datagram (from SEND_OFF in sender.mr, clear of
+    its receive buffer) and check the sender's completion."""
+    sender.mr.write(data, len(data), SEND_OFF)
+    wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1,
+                sg=[SGE(sender.mr.buf + SEND_OFF, len(data),
+                        sender.mr.lkey)],
+                send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_ud(env.ah(gid), qpn, qkey)
+    sender.qp.post_send(wr)
+    wc = h.poll_cq(sender.scq, 1)[0]
+    assert wc.status == e.IBV_WC_SUCCESS and wc.wr_id == wr_id and \
+        wc.opcode == e.IBV_WC_SEND, f'sender: {h.wc_str(wc)}'
+
+
+def check_got(env, end, sender, data, gid=MGID, wr_id=1):
+    """end received `data` from sender through group gid, GRH and all."""
+    wc = h.poll_cq(end.rcq, 1)[0]
+    what = f'receiver QP {end.qpn}'
+    assert wc.status == e.IBV_WC_SUCCESS and wc.wr_id == wr_id and \
+        wc.opcode == e.IBV_WC_RECV and wc.qp_num == end.qpn and \
+        wc.byte_len == h.GRH_BYTES + len(data), f'{what}: {h.wc_str(wc)}'
+    assert wc.wc_flags & e.IBV_WC_GRH, f'{what}: no GRH: {h.wc_str(wc)}'
+    assert wc.src_qp == sender.qpn, \
+        f'{what}: src_qp {wc.src_qp}, want the sender {sender.qpn}'
+    got = end.mr.read(h.GRH_BYTES + len(data) + SPARE, 0)
+    grh = got[:h.GRH_BYTES]
+    assert grh[8:24] == h.gid_raw(env.gid), \
+        f'{what}: GRH SGID {grh[8:24].hex()}, want the sender\'s'
+    assert grh[24:40] == mgid_raw(gid), \
+        f'{what}: GRH DGID {grh[24:40].hex()}, want {mgid_raw(gid).hex()}'
+    assert got[h.GRH_BYTES:h.GRH_BYTES + len(data)] == data, \
+        f'{what}: payload differs'
+    assert got[-SPARE:] == bytes([FILL]) * SPARE, \
+        f'{what}: wrote past the datagram'
+    assert_quiet(end.rcq, what, 0.05)
+
+
+def test_device_advertises_multicast(env):
+    a = env.ctx.query_device()
+    assert a.max_mcast_grp > 0 and a.max_mcast_qp_attach > 0, \
+        f'max_mcast_grp {a.max_mcast_grp}, ' \
+        f'max_mcast_qp_attach {a.max_mcast_qp_attach}'
+    # pyverbs 44 lacks max_total_mcast_qp_attach; ibv_devinfo -v has it.
+    out = h.run(['ibv_devinfo', '-v', '-d', h.DEV]).stdout
+    total = int(out.split('max_total_mcast_qp_attach:')[1].split()[0])
+    assert total >= a.max_mcast_qp_attach, out
+
+
+def test_attached_receivers_get_each_datagram(env):
+    """Two attached receivers each get the datagram intact with its GRH;
+    a receiver that is not attached gets nothing; after one detaches only
+    the other gets the next one."""
+    s, r1, r2, other = env.ud(), env.ud(), env.ud(), env.ud()
+    assert env.attach(r1) == 0 and env.attach(r2) == 0
+    for r in (r1, r2, other):
+        post_recv(r, 300)
+    data = env.rng.randbytes(300)
+    send(env, s, data)
+    check_got(env, r1, s, data)
+    check_got(env, r2, s, data)
+    assert_quiet(other.rcq, 'QP not attached', 0.2)
+    assert_quiet(s.rcq, 'sender, not attached', 0)
+
+    assert env.detach(r1) == 0
+    for r in (r1, r2):
+        post_recv(r, 300, wr_id=2)
+    data = env.rng.randbytes(300)
+    send(env, s, data, wr_id=8)
+    check_got(env, r2, s, data, wr_id=2)
+    assert_quiet(r1.rcq, 'QP detached', 0.2)
+    assert_quiet(other.rcq, 'QP not attached', 0)
+
+
+def test_groups_are_separate(env):
+    """A datagram reaches the QPs of its own group only; a QP in two
+    groups gets one from each."""
+    s, r1, r2 = env.ud(), env.ud(), env.ud()
+    assert env.attach(r1, MGID) == 0
+    assert env.attach(r2, MGID2) == 0 and env.attach(r1, MGID2) == 0
+    post_recv(r1, 64)
+    post_recv(r2, 64)
+    data = env.rng.randbytes(64)
+    send(env, s, data, gid=MGID)
+    check_got(env, r1, s, data, gid=MGID)
+    assert_quiet(r2.rcq, 'QP of the other group', 0.2)
+    post_recv(r1, 64, wr_id=2)
+    data = env.rng.randbytes(64)
+    send(env, s, data, gid=MGID2)
+    check_got(env, r2, s, data, gid=MGID2)
+    check_got(env, r1, s, data, gid=MGID2, wr_id=2)
+
+
+def test_sender_attached_gets_its_own(env):
+    """As rxe: a sender attached to the group receives its own datagram."""
+    s, r = env.ud(), env.ud()
+    assert env.attach(s) == 0 and env.attach(r) == 0
+    post_recv(s, 100)
+    post_recv(r, 100)
+    data = env.rng.randbytes(100)
+    send(env, s, data)
+    check_got(env, s, s, data)
+    check_got(env, r, s, data)
+
+
+def test_qkey_and_qpn_checked(env):
+    """Each member checks the Q_Key as for unicast; a datagram to the
+    group not sent to QPN 0xffffff is dropped; a member without a posted
+    receive drops it without harm to the others."""
+    s, r1, r2, r3 = env.ud(), env.ud(), env.ud(qkey=0x2222), env.ud()
+    for r in (r1, r2, r3):
+        assert env.attach(r) == 0
+    post_recv(r1, 50)
+    post_recv(r2, 50)
+    data = env.rng.randbytes(50)
+    send(env, s, data)
+    check_got(env, r1, s, data)
+    assert_quiet(r2.rcq, 'member with another Q_Key', 0.2)
+    assert_quiet(r3.rcq, 'member without a receive', 0)
+
+    post_recv(r1, 50, wr_id=2)
+    send(env, s, data, qpn=r1.qpn, wr_id=9)
+    assert_quiet(r1.rcq, 'datagram to a QPN other than 0xffffff', 0.2)
+    for end in (s, r1, r2, r3):
+        assert end.state() == e.IBV_QPS_RTS
+
+
+def test_attach_detach_errors(env):
+    """RC QP: EINVAL; GID not multicast: EINVAL; attaching twice is
+    allowed (one copy still arrives); detaching a group the QP is not
+    in: EINVAL."""
+    s, r = env.ud(), env.ud()
+    assert env.attach(env.rc()) == errno.EINVAL
+    assert env.attach(r, str(env.gid)) == errno.EINVAL
+    assert env.attach(r, '::1') == errno.EINVAL
+    assert env.detach(r) == errno.EINVAL
+    assert env.attach(r) == 0 and env.attach(r) == 0
+    post_recv(r, 20)
+    r.qp.post_recv(RecvWR(wr_id=2, num_sge=1,
+                          sg=[SGE(r.mr.buf + 2048, 100, r.mr.lkey)]))
+    data = env.rng.randbytes(20)
+    send(env, s, data)
+    check_got(env, r, s, data)
+    assert env.detach(r) == 0
+    assert env.detach(r) == errno.EINVAL
+    assert env.detach(r, MGID2) == errno.EINVAL
+
+
+def test_group_size_limit(env):
+    """max_mcast_qp_attach QPs fit in a group; one more: ENOMEM."""
+    limit = env.ctx.query_device().max_mcast_qp_attach
+    if limit > 64:
+        pytest.skip(f'max_mcast_qp_attach {limit}: too many QPs to create')
+    ends = [h.QPEnd(env.ctx, env.pd, e.IBV_QPT_UD, cq_depth=4)
+            for _ in range(limit + 1)]
+    env.ends.extend(ends)
+    for i, end in enumerate(ends[:-1]):
+        assert env.attach(end) == 0, f'attach #{i}'
+    assert env.attach(ends[-1]) == errno.ENOMEM
+    assert env.detach(ends[0]) == 0
+    assert env.attach(ends[-1]) == 0
+
+
+def test_destroy_attached_qp_is_refused(env):
+    """The core refuses ibv_destroy_qp() of a QP still attached (EBUSY,
+    as on every device); the QP stays a working member until detached."""
+    s, r = env.ud(), env.ud()
+    assert env.attach(r) == 0
+    with pytest.raises(PyverbsRDMAError) as ex:
+        r.qp.close()
+    assert ex.value.error_code == errno.EBUSY, ex.value
+    post_recv(r, 80)
+    data = env.rng.randbytes(80)
+    send(env, s, data)
+    check_got(env, r, s, data)
+    assert env.detach(r) == 0
+    env.drop(r)
+
+
+CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import test_mcast as t
+env = t.Env()
+r = env.ud()
+assert env.attach(r) == 0
+t.post_recv(r, 80)
+print(r.qpn, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_process_dies_attached(env):
+    """A process killed with its QP attached: the kernel detaches and
+    destroys the QP; the group's other members still get each datagram."""
+    s, r = env.ud(), env.ud()
+    assert env.attach(r) == 0
+    child = subprocess.Popen([sys.executable, '-c', CHILD,
+                              os.path.dirname(os.path.abspath(__file__))],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.strip().isdigit(), f'child said {line!r}'
+        post_recv(r, 80)
+        data = env.rng.randbytes(80)
+        send(env, s, data)
+        check_got(env, r, s, data)
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+    for i in range(3):
+        post_recv(r, 80, wr_id=10 + i)
+        data = env.rng.randbytes(80)
+        send(env, s, data, wr_id=20 + i)
+        check_got(env, r, s, data, wr_id=10 + i)
+    # The group empties with its last member and can be used again.
+    assert env.detach(r) == 0
+    r2 = env.ud()
+    assert env.attach(r2) == 0
+    post_recv(r2, 80)
+    send(env, s, data, wr_id=8)
+    check_got(env, r2, s, data)
