@@ -33,7 +33,6 @@ struct bzc_pd {
 	struct ibv_pd ibpd;
 	/* Parent domain: its protection domain; NULL in a PD. */
 	struct bzc_pd *protection;
-	void *pd_context;		/* parent domain: the application's */
 	atomic_uint parents;		/* PD: parent domains over it */
 };
 

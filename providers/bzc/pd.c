@@ -7,7 +7,8 @@
  * MRs and AHs created on it belong to that PD. What it adds is the
  * application's pd_context and allocators. bzc's queues are rings the
  * kernel allocates and maps (ring.c), so the provider has no buffers of
- * its own to allocate and never calls them; the API allows that. A CQ may
+ * its own to allocate and never calls them (nor keeps pd_context, which
+ * only they would be given); the API allows that. A CQ may
  * name a parent domain (IBV_CQ_INIT_ATTR_MASK_PD) for the same reason,
  * and gets the same ring.
  */
@@ -68,8 +69,6 @@ struct ibv_pd *bzc_alloc_parent_domain(struct ibv_context *context,
 	parent->ibpd.context = context;
 	parent->ibpd.handle = pd->ibpd.handle;
 	parent->protection = pd;
-	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
-		parent->pd_context = attr->pd_context;
 	/* The protection domain stays until its parent domains are gone. */
 	atomic_fetch_add(&pd->parents, 1);
 	return &parent->ibpd;
