@@ -307,7 +307,11 @@ int op_raw_ioctl(struct worker *w)
 	}
 	note(w, "%s attrs %d", m->name, n);
 	ret = raw_exec(w->wd.ctx, &cmd, fix_len);
-	if (!ret && m->destroys && victim != UINT64_MAX)
+	/*
+	 * The core destroys the object before the method copies its
+	 * response: EFAULT (a bad response pointer) destroyed it too.
+	 */
+	if ((!ret || ret == EFAULT) && m->destroys && victim != UINT64_MAX)
 		world_forget(w, m->destroys, (uint32_t)victim);
 	return ret;
 }

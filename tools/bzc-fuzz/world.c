@@ -532,6 +532,7 @@ int op_qp_destroy(struct worker *w)
 
 	if (s < 0)
 		return NOTHING;
+	note(w, "handle %u", w->wd.qp[s]->handle);
 	ret = ibv_destroy_qp(w->wd.qp[s]);
 	if (!ret)
 		w->wd.qp[s] = NULL;
