@@ -6,7 +6,8 @@
  * Layout: main.c (options, processes, threads, SIGKILL victims, the
  * report), oplog.c (per-thread op logs that survive a crash), world.c (a
  * thread's objects and the well-formed verbs on them), hostile.c (ring
- * scribbles, raw ioctls and writes, mmap, memory churn, fork).
+ * scribbles, raw ioctls and writes, mmap, memory churn, fork), rings.c
+ * (the only reader of the provider's private structs).
  */
 #ifndef BZC_FUZZ_H
 #define BZC_FUZZ_H

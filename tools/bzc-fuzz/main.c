@@ -362,7 +362,7 @@ static uint64_t report(double secs)
 			pairs++;
 			printf(" %s:%" PRIu64, code_name(op, code), n);
 			if (sf)
-				fprintf(sf, "%s %s %" PRIu64 "\n",
+				fprintf(sf, "%s\t%s\t%" PRIu64 "\n",
 					fuzz_ops[op].name, code_name(op, code), n);
 		}
 		printf("\n");
@@ -465,7 +465,7 @@ static void usage(void)
 "                      lengths above 4 MiB)\n"
 "  --worker P.T        replay thread T of process P alone (with --seed, --ops)\n"
 "  --log-dir DIR       per-thread op logs (default /tmp/bzc-fuzz-logs)\n"
-"  --stats FILE        write 'op result count' lines\n"
+"  --stats FILE        write 'op<TAB>result<TAB>count' lines\n"
 "  --dump DIR          print the op logs in DIR and exit\n"
 "  --list-ops          print the ops and their weights and exit\n");
 	exit(2);
