@@ -604,7 +604,7 @@ int main(int argc, char **argv)
 		}
 	}
 
-	/* Victims: one at a time, SIGKILLed 50-600 ms into their life. */
+	/* Victims: one at a time, SIGKILLed 0.2-2.5 s into their life. */
 	vrng = seed_mix(opts.seed ^ 0x7669637469ULL);
 	next_victim = t0 + 0.2;
 	running = opts.procs;
@@ -623,7 +623,8 @@ int main(int argc, char **argv)
 			if (!victim)
 				worker_main(vproc, 1, -1);
 			vrng = seed_mix(vrng);
-			victim_kill = t + 0.05 + (double)(vrng % 550) / 1000;
+			/* Opening the device alone takes 0.1-0.5 s under TCG. */
+			victim_kill = t + 0.2 + (double)(vrng % 2300) / 1000;
 		}
 		if (victim && (t >= victim_kill || atomic_load(&shm->stop))) {
 			kill(victim, SIGKILL);
