@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
+"""Client of tools/peer-agent: commands on the other machine of a
+two-machine run (tools/bzc-machines).
+
+The protocol is one JSON object per line over TCP, a request and then its
+answer, on one connection:
+
+  {"op": "ping"}                         -> {"ok": true, "host", "env"}
+  {"op": "run", "argv", "timeout"}       -> {"ok": true, "rc", "out",
+                                             "timed_out"}
+  {"op": "start", "argv"}                -> {"ok": true, "id"}
+  {"op": "wait", "id", "timeout"}        -> {"ok": true, "rc", "out"}
+                                            (rc null: still running)
+  {"op": "stop", "id"}                   -> {"ok": true, "rc", "out"}
+  {"op": "shutdown"}                     -> {"ok": true}, then it exits
+  anything wrong                         -> {"ok": false, "error"}
+
+"out" is stdout and stderr together, at most the agent's output limit (the
+end is kept).  Nothing in here asserts test behaviour.
+"""
+
+import json
+import os
+import socket
+import time
+
+# Bounds of one request and one answer on the wire.
+MAX_LINE = 4 << 20
+# Port the agent listens on (on the peer's link address).
+DEFAULT_PORT = 7950
+
+
+class PeerError(AssertionError):
+    pass
+
+
+class Result:
+    """One finished (or still running: rc None) command on the peer."""
+
+    def __init__(self, argv, rc, out, timed_out=False):
+        self.argv, self.rc, self.out = argv, rc, out
+        self.timed_out = timed_out
+
+    def __str__(self):
+        state = 'timed out' if self.timed_out else f'exit {self.rc}'
+        return f'peer$ {" ".join(self.argv)}\n({state})\n{self.out}'
+
+
+def parse_addr(addr):
+    """'HOST:PORT' or 'HOST' -> (host, port)."""
+    host, _, port = addr.rpartition(':')
+    if not host:
+        return addr, DEFAULT_PORT
+    return host, int(port)
+
+
+class Peer:
+    """A connection to the agent on the other machine."""
+
+    def __init__(self, addr, connect_timeout=10):
+        self.addr = parse_addr(addr)
+        self.sock = socket.create_connection(self.addr,
+                                             timeout=connect_timeout)
+        self.rfile = self.sock.makefile('rb')
+        info = self.request({'op': 'ping'}, timeout=30)
+        self.host = info['host']
+        self.env = info['env']
+
+    def close(self):
+        self.rfile.close()
+        self.sock.close()
+
+    def request(self, req, timeout):
+        """Send one request, return its answer (PeerError if not ok)."""
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.sendall(json.dumps(req).encode() + b'\n')
+            line = self.rfile.readline(MAX_LINE + 1)
+        except OSError as e:
+            raise PeerError(f'peer agent {self.addr}: {req.get("op")}: {e}')
+        if not line.endswith(b'\n'):
+            raise PeerError(f'peer agent {self.addr}: {req.get("op")}: '
+                            f'connection closed or answer too long')
+        ans = json.loads(line)
+        if not ans.get('ok'):
+            raise PeerError(f'peer agent: {req}: {ans.get("error")}')
+        return ans
+
+    def run(self, argv, timeout=60, check=True):
+        """Run argv on the peer to completion (killed after timeout s)."""
+        ans = self.request({'op': 'run', 'argv': argv, 'timeout': timeout},
+                           timeout=timeout + 30)
+        r = Result(argv, ans['rc'], ans['out'], ans['timed_out'])
+        if check and (r.timed_out or r.rc != 0):
+            raise PeerError(str(r))
+        return r
+
+    def start(self, argv):
+        """Start argv on the peer in the background; return its handle."""
+        return BackgroundCommand(self, argv,
+                                 self.request({'op': 'start', 'argv': argv},
+                                              timeout=30)['id'])
+
+    def shutdown(self):
+        self.request({'op': 'shutdown'}, timeout=60)
+
+
+class BackgroundCommand:
+    """A command started on the peer; wait() or stop() ends it."""
+
+    def __init__(self, peer, argv, ident):
+        self.peer, self.argv, self.id = peer, argv, ident
+
+    def wait(self, timeout):
+        """Its Result once it exited, or one with rc None after timeout."""
+        ans = self.peer.request({'op': 'wait', 'id': self.id,
+                                 'timeout': timeout}, timeout=timeout + 30)
+        return Result(self.argv, ans['rc'], ans['out'])
+
+    def stop(self):
+        """Kill it if it still runs; its Result."""
+        ans = self.peer.request({'op': 'stop', 'id': self.id}, timeout=30)
+        return Result(self.argv, ans['rc'], ans['out'])
+
+
+def wait_for_agent(addr, timeout):
+    """Connect to the agent, retrying until it answers or timeout s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return Peer(addr)
+        except (OSError, PeerError) as e:
+            if time.monotonic() > deadline:
+                raise PeerError(f'no peer agent at {addr} after {timeout} s:'
+                                f' {e}')
+            time.sleep(1)
+
+
+def from_env():
+    """The peer of this run (PEER_AGENT, set by tools/bzc-machines), or
+    None on a single machine."""
+    addr = os.environ.get('PEER_AGENT')
+    return Peer(addr) if addr else None
