@@ -17,6 +17,11 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bzc_helpers as h  # noqa: E402
+import peer as peer_client  # noqa: E402
+
+# Why a two_hosts test does not run on a single machine.
+NO_PEER = ('needs a second machine on a link: run it through '
+           'tools/bzc-machines (PEER_AGENT not set)')
 
 
 def pytest_configure(config):
@@ -26,6 +31,17 @@ def pytest_configure(config):
         'markers', 'keeps_netdev: the test leaves module, netdev, addresses '
         'and device alone; restore_state only checks them through sysfs '
         '(no `ip` runs) and restores only if that check fails')
+    config.addinivalue_line(
+        'markers', 'two_hosts: needs the second machine of '
+        'tools/bzc-machines (fixture peer); skipped elsewhere')
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get('PEER_AGENT'):
+        return
+    for item in items:
+        if item.get_closest_marker('two_hosts'):
+            item.add_marker(pytest.mark.skip(reason=NO_PEER))
 
 
 @pytest.fixture(scope='session')
@@ -100,3 +116,37 @@ def raw_ctx():
     c = RawContext(h.DEV)
     yield c
     c.close()
+
+
+@pytest.fixture(scope='session')
+def peer_session():
+    """One connection to the agent on the second machine for the session."""
+    p = peer_client.from_env()
+    if p is None:
+        pytest.fail(f'the peer fixture {NO_PEER}; mark the test two_hosts',
+                    pytrace=False)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def peer(peer_session, request):
+    """The second machine (peer.Peer: run/start commands there).  Its
+    kernel log gets the same check as this machine's, from a marker
+    written at the test's start."""
+    mark = f'bzc-pyverbs-peer-test {os.getpid()} {request.node.nodeid}'
+    peer_session.run(['sh', '-c', 'echo "$1" >/dev/kmsg', 'sh', mark])
+    yield peer_session
+    out = peer_session.run(['dmesg'], check=False).out.splitlines()
+    starts = [i for i, line in enumerate(out) if mark in line]
+    lines = out[starts[-1] + 1:] if starts else out
+    if lines:
+        request.node.add_report_section('teardown', 'peer kernel log',
+                                        '\n'.join(lines))
+    bad = h.bad_kernel_lines(lines)
+    if bad:
+        pytest.fail('the peer\'s kernel log shows problems during this '
+                    'test:\n' + '\n'.join(lines[-80:]), pytrace=False)
+    if not starts:
+        pytest.fail(f'the peer\'s kernel log lost the test\'s start marker '
+                    f'{mark!r}', pytrace=False)

@@ -1,0 +1,283 @@
+# SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
+"""Two machines on one Ethernet link (tools/bzc-machines): the harness
+itself, proven with what crosses a wire today.
+
+This machine (A) and the peer (B, reached through the `peer` fixture) each
+have rxe0 on the link's NIC ($BZC_NETDEV, MTU 9000).  Every test runs a
+server on B and its client here, with both exit statuses and outputs
+checked, and the NICs' byte counters showing that the data crossed the
+link: ibv_rc_pingpong with its data check, ib_write_bw against the wall
+clock, rping with verification, TCP (iperf3), and the pingpong again with
+netem dropping, reordering and duplicating packets on both ends.
+
+bzc0 has no wire yet, so the bzc0<->bzc0 and bzc0<->rxe0 variants are not
+here; they are these tests with the device name changed.
+"""
+
+import ipaddress
+import json
+import os
+import re
+import time
+
+import pytest
+
+import bzc_helpers as h
+import client_runner as cr
+
+pytestmark = [pytest.mark.two_hosts, pytest.mark.keeps_netdev]
+
+RXE = os.environ.get('RXE_DEV', 'rxe0')
+LINK = h.NETDEV
+# A server (on the peer) and its client may take this long together.
+PAIR_TIMEOUT = 120
+MIB = 1 << 20
+
+
+def gid_index(entries, ipv4):
+    """Index of the RoCE v2 GID of ipv4 among {index: (gid, type)}."""
+    want = h.ipv4_mapped(ipv4)
+    found = [i for i, (gid, gtype) in entries.items()
+             if gid == want and gtype == 'RoCE v2']
+    assert found, f'no RoCE v2 GID for {ipv4} in {entries}'
+    return min(found)
+
+
+def peer_gids(peer, dev):
+    """{index: (gid, type)} of the peer's device, read from its sysfs in
+    one process (the table has hundreds of entries; empty ones have no
+    type, grep -s passes over them)."""
+    port = f'/sys/class/infiniband/{dev}/ports/1'
+    out = peer.run(['sh', '-c', 'cd "$1" && grep -s . gid_attrs/types/* '
+                    'gids/*; true', 'sh', port]).out
+    types, gids = {}, {}
+    for line in out.splitlines():
+        path, _, value = line.partition(':')
+        table = types if path.startswith('gid_attrs/') else gids
+        table[int(path.rsplit('/', 1)[1])] = value
+    return {i: (ipaddress.IPv6Address(gids[i]), t) for i, t in types.items()}
+
+
+@pytest.fixture(scope='module')
+def link(peer_session):
+    """Both ends of the link: addresses, rxe0's GID indices."""
+    peer_ipv4 = peer_session.env['BZC_IPV4']
+    local = {i: (g, t) for i, (g, t, _) in h.sysfs_gids(RXE).items()}
+    return {
+        'ipv4': h.IPV4, 'peer_ipv4': peer_ipv4,
+        'gidx': gid_index(local, h.IPV4),
+        'peer_gidx': gid_index(peer_gids(peer_session, RXE), peer_ipv4),
+    }
+
+
+def nic_bytes(peer):
+    """(tx, rx) bytes of the link's NIC here and on the peer."""
+    def parse(text):
+        tx, rx = text.split()
+        return int(tx), int(rx)
+    stats = f'/sys/class/net/{LINK}/statistics'
+    here = parse(h.read_file(f'{stats}/tx_bytes') + ' ' +
+                 h.read_file(f'{stats}/rx_bytes'))
+    there = parse(peer.run(['cat', f'{stats}/tx_bytes',
+                            f'{stats}/rx_bytes']).out)
+    return here, there
+
+
+def assert_crossed(before, after, nbytes, what):
+    """At least nbytes went from here to the peer over the link."""
+    sent = after[0][0] - before[0][0]
+    received = after[1][1] - before[1][1]
+    assert sent >= nbytes and received >= nbytes, \
+        f'{what}: {nbytes} bytes should have crossed the link, but ' \
+        f'{LINK} sent {sent} here and received {received} on the peer'
+
+
+def start_server(peer, argv, port=None):
+    """Start argv on the peer; with a TCP port, wait until it listens."""
+    srv = peer.start(argv)
+    if port is None:
+        return srv
+    deadline = time.monotonic() + PAIR_TIMEOUT / 2
+    while not peer.run(['ss', '-Htln', f'sport = :{port}']).out.strip():
+        r = srv.wait(0)
+        if r.rc is not None:
+            raise cr.ClientError(f'server on the peer exited before '
+                                 f'listening on {port}:\n{r}')
+        if time.monotonic() > deadline:
+            raise cr.ClientError(f'server on the peer not listening on '
+                                 f'{port}:\n{srv.stop()}')
+        time.sleep(0.2)
+    return srv
+
+
+def run_pair(peer, server, client, port=None, retry_if=None):
+    """Server on the peer, client here; (client, server) Results, both
+    ended.  retry_if(client output): rerun a client that found nobody
+    listening yet (servers without a TCP port)."""
+    deadline = time.monotonic() + PAIR_TIMEOUT
+    srv = start_server(peer, server, port)
+    try:
+        while True:
+            cli = cr.run_client(client, max(1, deadline - time.monotonic()))
+            if cli.rc != 0 and retry_if and retry_if(cli.out) and \
+                    deadline - time.monotonic() > 2:
+                time.sleep(0.5)
+                continue
+            break
+        s = srv.wait(max(1, deadline - time.monotonic())
+                     if cli.rc == 0 else 5)
+    except BaseException:
+        srv.stop()
+        raise
+    if s.rc is None:
+        s = srv.stop()
+        raise cr.ClientError(f'server on the peer did not exit after the '
+                             f'client (exit {cli.rc}):\n{s}\n'
+                             f'--- client:\n{cli}')
+    return cli, s
+
+
+def check_ok(cli, srv):
+    assert cli.rc == 0 and srv.rc == 0, \
+        f'client and server must both exit 0:\n--- client (here):\n{cli}\n' \
+        f'--- server (peer):\n{srv}'
+
+
+def rc_pingpong(peer, link, size, iters):
+    port = cr.free_tcp_port()
+    common = ['-p', str(port), '-s', str(size), '-n', str(iters), '--chk',
+              '-m', '4096']
+    server = ['ibv_rc_pingpong', '-d', RXE, '-g', str(link['peer_gidx']),
+              *common]
+    client = ['ibv_rc_pingpong', '-d', RXE, '-g', str(link['gidx']),
+              *common, link['peer_ipv4']]
+    before = nic_bytes(peer)
+    cli, srv = run_pair(peer, server, client, port)
+    after = nic_bytes(peer)
+    check_ok(cli, srv)
+    for who, r in (('client', cli), ('server', srv)):
+        assert 'invalid data' not in r.out, f'{who}: --chk failed:\n{r}'
+        nbytes, niters = cr.pingpong_totals(r.out)
+        assert niters == iters and nbytes == 2 * size * iters, \
+            f'{who}: expected {iters} iterations of {size} bytes each ' \
+            f'way:\n{r}'
+    assert_crossed(before, after, size * iters, 'ibv_rc_pingpong')
+
+
+def test_rc_pingpong_rxe(peer, link):
+    """ibv_rc_pingpong rxe0 -> rxe0 across the link, every buffer checked."""
+    rc_pingpong(peer, link, 65536, 50)
+
+
+def test_write_bw_rxe(peer, link):
+    """ib_write_bw rxe0 -> rxe0, 1 MiB WRITEs: the bytes cross the link,
+    and perftest's figure (when its clock calibrated) is no lower than
+    what the wall clock around the client gives, which also counts the
+    connection setup."""
+    size, iters = MIB, 32
+    port = cr.free_tcp_port()
+    common = ['-s', str(size), '-n', str(iters), '-F', '-p', str(port)]
+    server = ['ib_write_bw', '-d', RXE, '-x', str(link['peer_gidx']),
+              *common]
+    client = ['ib_write_bw', '-d', RXE, '-x', str(link['gidx']), *common,
+              link['peer_ipv4']]
+    before = nic_bytes(peer)
+    t0 = time.monotonic()
+    cli, srv = run_pair(peer, server, client, port)
+    wall = time.monotonic() - t0
+    after = nic_bytes(peer)
+    check_ok(cli, srv)
+    assert_crossed(before, after, size * iters, 'ib_write_bw')
+    rows = cr.perftest_rows(cli.out, cr.BW_COLUMNS)
+    assert len(rows) == 1 and rows[0]['bytes'] == size and \
+        rows[0]['iterations'] == iters, f'expected one result row:\n{cli}'
+    wall_mib_s = size * iters / MIB / wall
+    reported = rows[0]['bw_avg']
+    print(f'ib_write_bw {RXE}->{RXE} over {LINK}: perftest {reported} MiB/s,'
+          f' wall clock {wall_mib_s:.2f} MiB/s ({size * iters} B in '
+          f'{wall:.2f} s)')
+    if cr.perftest_clock_failed(cli.out):
+        pytest.fail(f'perftest could not calibrate its clock (reported '
+                    f'{reported}); wall clock {wall_mib_s:.2f} MiB/s:\n{cli}',
+                    pytrace=False)
+    assert reported >= 0.9 * wall_mib_s, \
+        f'perftest reports {reported} MiB/s, less than the wall clock\'s ' \
+        f'{wall_mib_s:.2f} MiB/s for the whole run:\n{cli}'
+
+
+def no_listener_yet(out):
+    """rping found nobody listening yet (CM reject, refused, unreachable)."""
+    return bool(re.search(r'REJECTED|Connection refused|UNREACHABLE', out,
+                          re.I))
+
+
+def test_rping_rxe(peer, link):
+    """rping (RDMA CM) across the link with -V: every ping verified on
+    both ends; the CM resolves the link's address to rxe0 (added before
+    bzc0, which has no wire yet)."""
+    assert cr.rdma_cm_device(link['ipv4']) == RXE
+    count, size = 10, 4096
+    port = cr.free_tcp_port()
+    common = ['-a', link['peer_ipv4'], '-p', str(port), '-C', str(count),
+              '-S', str(size), '-V', '-v']
+    before = nic_bytes(peer)
+    cli, srv = run_pair(peer, ['rping', '-s', *common],
+                        ['rping', '-c', *common], retry_if=no_listener_yet)
+    after = nic_bytes(peer)
+    check_ok(cli, srv)
+    for who, r, prefix in (('client', cli, 'ping data'),
+                           ('server', srv, 'server ping data')):
+        got = re.findall(rf'^{prefix}: rdma-ping-(\d+): ', r.out, re.M)
+        assert got == [str(i) for i in range(count)], \
+            f'{who}: expected pings 0..{count - 1}:\n{r}'
+    assert_crossed(before, after, count * size, 'rping')
+
+
+def test_tcp_iperf3(peer, link):
+    """TCP across the link (iperf3, 2 s)."""
+    port = cr.free_tcp_port()
+    server = ['iperf3', '-s', '-1', '-B', link['peer_ipv4'], '-p', str(port)]
+    client = ['iperf3', '-c', link['peer_ipv4'], '-p', str(port), '-t', '2',
+              '-J']
+    before = nic_bytes(peer)
+    cli, srv = run_pair(peer, server, client, port)
+    after = nic_bytes(peer)
+    check_ok(cli, srv)
+    end = json.loads(cli.out)['end']
+    received = end['sum_received']['bytes']
+    print(f'iperf3 over {LINK}: '
+          f'{end["sum_received"]["bits_per_second"] / 1e6:.0f} Mbit/s')
+    assert received > 0, f'iperf3 moved nothing:\n{cli}'
+    assert_crossed(before, after, received, 'iperf3')
+
+
+# (netem reorders only packets it delays: reordering needs a delay)
+NETEM = ['delay', '1ms', 'loss', '1%', 'reorder', '1%', 'duplicate', '0.5%']
+
+
+def netem_cmd(verb):
+    return ['tc', 'qdisc', verb, 'dev', LINK, 'root', 'netem', *NETEM] \
+        if verb == 'add' else ['tc', 'qdisc', 'del', 'dev', LINK, 'root']
+
+
+def test_rc_pingpong_rxe_netem(peer, link):
+    """netem (sch_netem) on both ends losing, reordering and duplicating
+    packets: rxe's RC retransmits and ibv_rc_pingpong's data stays intact."""
+    h.run(netem_cmd('add'))
+    try:
+        peer.run(netem_cmd('add'))
+        try:
+            for who, out in (('here', h.run(['tc', 'qdisc', 'show', 'dev',
+                                             LINK]).stdout),
+                             ('peer', peer.run(['tc', 'qdisc', 'show', 'dev',
+                                                LINK]).out)):
+                assert re.search(r'qdisc netem .*delay 1ms.*loss 1%'
+                                 r'.*duplicate 0.5%.*reorder 1%', out), \
+                    f'{who}: no netem qdisc on {LINK}:\n{out}'
+            assert os.path.isdir('/sys/module/sch_netem')
+            peer.run(['test', '-d', '/sys/module/sch_netem'])
+            rc_pingpong(peer, link, 16384, 200)
+        finally:
+            peer.run(netem_cmd('del'))
+    finally:
+        h.run(netem_cmd('del'))
