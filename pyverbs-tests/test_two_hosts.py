@@ -3,15 +3,18 @@
 itself, proven with what crosses a wire today.
 
 This machine (A) and the peer (B, reached through the `peer` fixture) each
-have rxe0 on the link's NIC ($BZC_NETDEV, MTU 9000).  Every test runs a
+have the reference device rxe0 on the reference link's NIC ($RXE_NETDEV,
+rxelink0, MTU 9000).  Every test runs a
 server on B and its client here, with both exit statuses and outputs
 checked, and the NICs' byte counters showing that the data crossed the
 link: ibv_rc_pingpong with its data check, ib_write_bw against the wall
 clock, rping with verification, TCP (iperf3), and the pingpong again with
 netem dropping, reordering and duplicating packets on both ends.
 
-bzc0 has no wire yet, so the bzc0<->bzc0 and bzc0<->rxe0 variants are not
-here; they are these tests with the device name changed.
+bzc0 has no wire yet, so the bzc0<->bzc0 and bzc0<->rxe variants are not
+here: they will be these tests run on the other link, bzclink0
+($BZC_NETDEV), between bzc0 here and $BZC_LINK_DEV on the peer (bzc0 or
+rxe1, tools/bzc-machines --peer).
 """
 
 import ipaddress
@@ -28,7 +31,8 @@ import client_runner as cr
 pytestmark = [pytest.mark.two_hosts, pytest.mark.keeps_netdev]
 
 RXE = os.environ.get('RXE_DEV', 'rxe0')
-LINK = h.NETDEV
+RXE_IPV4 = os.environ.get('RXE_IPV4', '198.19.1.1')
+LINK = os.environ.get('RXE_NETDEV', 'rxelink0')
 # A server (on the peer) and its client may take this long together.
 PAIR_TIMEOUT = 120
 MIB = 1 << 20
@@ -61,11 +65,11 @@ def peer_gids(peer, dev):
 @pytest.fixture(scope='module')
 def link(peer_session):
     """Both ends of the link: addresses, rxe0's GID indices."""
-    peer_ipv4 = peer_session.env['BZC_IPV4']
+    peer_ipv4 = peer_session.env['RXE_IPV4']
     local = {i: (g, t) for i, (g, t, _) in h.sysfs_gids(RXE).items()}
     return {
-        'ipv4': h.IPV4, 'peer_ipv4': peer_ipv4,
-        'gidx': gid_index(local, h.IPV4),
+        'ipv4': RXE_IPV4, 'peer_ipv4': peer_ipv4,
+        'gidx': gid_index(local, RXE_IPV4),
         'peer_gidx': gid_index(peer_gids(peer_session, RXE), peer_ipv4),
     }
 
@@ -213,8 +217,7 @@ def no_listener_yet(out):
 
 def test_rping_rxe(peer, link):
     """rping (RDMA CM) across the link with -V: every ping verified on
-    both ends; the CM resolves the link's address to rxe0 (added before
-    bzc0, which has no wire yet)."""
+    both ends."""
     assert cr.rdma_cm_device(link['ipv4']) == RXE
     count, size = 10, 4096
     port = cr.free_tcp_port()
