@@ -33,8 +33,10 @@ pytestmark = [pytest.mark.two_hosts, pytest.mark.keeps_netdev]
 RXE = os.environ.get('RXE_DEV', 'rxe0')
 RXE_IPV4 = os.environ.get('RXE_IPV4', '198.19.1.1')
 LINK = os.environ.get('RXE_NETDEV', 'rxelink0')
-# A server (on the peer) and its client may take this long together.
-PAIR_TIMEOUT = 120
+# A server (on the peer) and its client may take this long together: on
+# two guests sharing the host's cores with others, rxe moves well under
+# 1 MB/s and a process start takes seconds.
+PAIR_TIMEOUT = 300
 MIB = 1 << 20
 
 
@@ -178,7 +180,7 @@ def test_write_bw_rxe(peer, link):
     and perftest's figure (when its clock calibrated) is no lower than
     what the wall clock around the client gives, which also counts the
     connection setup."""
-    size, iters = MIB, 32
+    size, iters = MIB, 8
     port = cr.free_tcp_port()
     common = ['-s', str(size), '-n', str(iters), '-F', '-p', str(port)]
     server = ['ib_write_bw', '-d', RXE, '-x', str(link['peer_gidx']),
