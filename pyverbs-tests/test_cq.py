@@ -222,6 +222,22 @@ def seccomp_only_memory_and_write_to(fd):
         raise OSError(ctypes.get_errno(), 'seccomp filter not installed')
 
 
+MADV_DOFORK = 11
+
+
+def share_rings_with_children():
+    """Undo MADV_DONTFORK on every ring this process has mapped."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    with open('/proc/self/maps') as f:
+        spans = [ln.split()[0] for ln in f if '/dev/infiniband/uverbs' in ln]
+    assert spans, 'no ring mapped'
+    for span in spans:
+        lo, hi = (int(x, 16) for x in span.split('-'))
+        if libc.madvise(lo, hi - lo, MADV_DOFORK):
+            raise OSError(ctypes.get_errno(), f'madvise(DOFORK) of {span}')
+
+
 @pytest.mark.skipif(os.uname().machine != 'x86_64',
                     reason='the seccomp filter is written for x86-64')
 def test_poll_and_arm_without_syscall(rigs):
@@ -235,6 +251,9 @@ def test_poll_and_arm_without_syscall(rigs):
     n = 5
     for i in range(n):
         r.post(0x500 + i, i, length=64)
+    # The provider keeps its rings out of children (MADV_DONTFORK,
+    # test_fork.py); this child is meant to use them, so hand them down.
+    share_rings_with_children()
     rd, wr = os.pipe()
     pid = os.fork()
     if pid == 0:                                            # child

@@ -18,8 +18,14 @@
  * Check the description of a ring, then map it; *@addr is the mapping.
  * Refused with EPROTO rather than trusted: a number of slots that is not a
  * power of two, or outside [min_entries, max_entries]; slots that do not
- * all fit in the mapping; a key that is no mmap offset.  A failed mmap
- * returns its errno.
+ * all fit in the mapping; a key that is no mmap offset.  A failed mmap or
+ * madvise returns its errno.
+ *
+ * The mapping is not inherited by fork(): a child would share the ring
+ * memory but keep its own copies of the indices, so anything it polled or
+ * posted would consume the parent's completions or run as the parent's
+ * work.  In a child the address is unmapped and touching it faults, as
+ * with the queues of hardware providers after ibv_fork_init().
  */
 int bzc_ring_map(struct ibv_context *context, const struct bzc_ring_desc *desc,
 		 void **addr)
@@ -42,6 +48,12 @@ int bzc_ring_map(struct ibv_context *context, const struct bzc_ring_desc *desc,
 		    context->cmd_fd, (off_t)desc->mmap_key);
 	if (ring == MAP_FAILED)
 		return errno;
+	if (madvise(ring, desc->mmap_len, MADV_DONTFORK)) {
+		int ret = errno;
+
+		munmap(ring, desc->mmap_len);
+		return ret;
+	}
 
 	*addr = ring;
 	return 0;
