@@ -424,6 +424,42 @@ void verbs_set_ops(struct verbs_context *vctx,
 		   const struct verbs_context_ops *ops);
 
 /* ---------------------------------------------------------------------- */
+/* Logging (IBVERBS_PRIVATE_34)                                             */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * libibverbs prints a message when its level is at most the number in
+ * VERBS_LOG_LEVEL (read once, at library initialisation; unset: nothing
+ * is printed), to the file VERBS_LOG_FILE names or else stderr.  @ctx is
+ * not used by rdma-core 44, errno is preserved.
+ */
+enum {
+	VERBS_LOG_LEVEL_NONE,
+	VERBS_LOG_ERR,
+	VERBS_LOG_WARN,
+	VERBS_LOG_INFO,
+	VERBS_LOG_DEBUG,
+};
+
+void __verbs_log(struct verbs_context *ctx, uint32_t level, const char *fmt,
+		 ...) __attribute__((format(printf, 3, 4)));
+
+/* The message is prefixed with the device name, as rdma-core's is. */
+#define verbs_log(ctx, level, format, ...)                                     \
+	__verbs_log(ctx, level, "%s: %s:%d: " format,                          \
+		    (ctx)->context.device->name, __func__, __LINE__,           \
+		    ##__VA_ARGS__)
+
+#define verbs_err(ctx, format, ...)                                            \
+	verbs_log(ctx, VERBS_LOG_ERR, format, ##__VA_ARGS__)
+#define verbs_warn(ctx, format, ...)                                           \
+	verbs_log(ctx, VERBS_LOG_WARN, format, ##__VA_ARGS__)
+#define verbs_info(ctx, format, ...)                                           \
+	verbs_log(ctx, VERBS_LOG_INFO, format, ##__VA_ARGS__)
+#define verbs_debug(ctx, format, ...)                                          \
+	verbs_log(ctx, VERBS_LOG_DEBUG, format, ##__VA_ARGS__)
+
+/* ---------------------------------------------------------------------- */
 /* Command helpers (IBVERBS_PRIVATE_34)                                     */
 /* ---------------------------------------------------------------------- */
 

@@ -239,13 +239,13 @@ static int bzc_bulk_build(struct bzc_bulk_chan *chan, uint32_t index,
 	uint32_t i;
 
 	if ((unsigned int)wr->opcode > BZC_BULK_OP_MAX)
-		return EINVAL;
+		return bzc_refuse(EINVAL, "unknown opcode");
 	if (wr->flags & ~(uint32_t)BZC_BULK_FLAGS_KNOWN)
-		return EINVAL;
+		return bzc_refuse(EINVAL, "unknown flags");
 	if (wr->num_sge > chan->dv.max_sge || (wr->num_sge && !wr->sg_list))
-		return EINVAL;
+		return bzc_refuse(EINVAL, "more SGEs than max_sge, or no sg_list");
 	if (bzc_wq_full(&chan->wq, index))
-		return ENOMEM;
+		return bzc_refuse(ENOMEM, "ring full");
 
 	wqe = bzc_wq_slot(&chan->wq, index);
 	memset(wqe, 0, sizeof(*wqe));
@@ -295,8 +295,13 @@ BZC_EXPORT int bzcdv_post_bulk(struct bzcdv_bulk_chan *dv,
 		bzc_wq_publish(&chan->wq);
 	pthread_spin_unlock(&chan->wq.lock);
 
-	if (ret)
+	if (ret) {
+		bzc_dbg(dv->context,
+			"bulk channel %u: work request %#llx refused (%s): %s\n",
+			dv->chan_num, (unsigned long long)wr->wr_id,
+			strerror(ret), bzc_refusal);
 		*bad_wr = wr;
+	}
 
 	/*
 	 * Outside the lock: a doorbell runs whatever is published, so one

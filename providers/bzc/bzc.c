@@ -24,6 +24,8 @@
 
 #include "bzc.h"
 
+__thread const char *bzc_refusal;
+
 /*
  * bzc is out of tree and has no RDMA_DRIVER_* number, so its kernel
  * driver reports the private id BZC_RDMA_DRIVER_ID and this table matches

@@ -255,6 +255,30 @@ static inline struct bzc_context *to_bctx(struct ibv_context *ibctx)
 	return container_of(ibctx, struct bzc_context, ibv_ctx.context);
 }
 
+/*
+ * What the provider refuses, it says why through libibverbs' log
+ * (VERBS_LOG_LEVEL, VERBS_LOG_FILE): bzc_err() for the control path,
+ * bzc_dbg() for work requests, which are refused in normal operation too
+ * (a full ring).  @ibctx must be a bzc context.
+ */
+/*
+ * Why this thread's last work request was refused, for the log message
+ * its post call writes once it has released the queue's lock:
+ * bzc_refuse() records it where the check fails.
+ */
+extern __thread const char *bzc_refusal;
+
+static inline int bzc_refuse(int err, const char *why)
+{
+	bzc_refusal = why;
+	return err;
+}
+
+#define bzc_err(ibctx, format, ...)                                            \
+	verbs_err(&to_bctx(ibctx)->ibv_ctx, format, ##__VA_ARGS__)
+#define bzc_dbg(ibctx, format, ...)                                            \
+	verbs_debug(&to_bctx(ibctx)->ibv_ctx, format, ##__VA_ARGS__)
+
 static inline struct bzc_pd *to_bpd(struct ibv_pd *ibpd)
 {
 	return container_of(ibpd, struct bzc_pd, ibpd);

@@ -281,8 +281,11 @@ static int bzc_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 	int ret;
 
 	/* No attributes are defined yet. */
-	if (attr->comp_mask)
+	if (attr->comp_mask) {
+		bzc_err(ibcq->context, "start_poll comp_mask %#x is not supported\n",
+			attr->comp_mask);
 		return EINVAL;
+	}
 
 	bzc_cq_lock(cq);
 	ret = bzc_cq_iter_load(cq);
@@ -486,6 +489,8 @@ struct ibv_cq_ex *bzc_create_cq_ex(struct ibv_context *context,
 	int ret;
 
 	if (attr->comp_mask & ~BZC_CQ_INIT_ATTR_MASK_KNOWN) {
+		bzc_err(context, "unsupported comp_mask bits %#x\n",
+			attr->comp_mask & ~BZC_CQ_INIT_ATTR_MASK_KNOWN);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -493,22 +498,30 @@ struct ibv_cq_ex *bzc_create_cq_ex(struct ibv_context *context,
 	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
 	    (!attr->parent_domain || attr->parent_domain->context != context ||
 	     !to_bpd(attr->parent_domain)->protection)) {
+		bzc_err(context, "parent_domain is no parent domain of this context\n");
 		errno = EINVAL;
 		return NULL;
 	}
 	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) {
 		if (attr->flags & ~BZC_CREATE_CQ_ATTR_FLAGS_KNOWN) {
+			bzc_err(context, "unknown flags %#x\n",
+				attr->flags & ~BZC_CREATE_CQ_ATTR_FLAGS_KNOWN);
 			errno = EINVAL;
 			return NULL;
 		}
 		/* Overflow always puts a bzc CQ in error. */
 		if (attr->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) {
+			bzc_err(context,
+				"IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN is not supported\n");
 			errno = EOPNOTSUPP;
 			return NULL;
 		}
 	}
 	/* Completion timestamps, CVLAN, flow tag, tag matching. */
 	if (attr->wc_flags & ~(uint64_t)BZC_CQ_SUP_WC_FLAGS) {
+		bzc_err(context, "unsupported wc_flags %#llx\n",
+			(unsigned long long)(attr->wc_flags &
+					     ~(uint64_t)BZC_CQ_SUP_WC_FLAGS));
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

@@ -60,6 +60,7 @@ int bzc_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
 	int ret;
 
 	if (mw_bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED) {
+		bzc_err(ibqp->context, "zero-based windows are not supported\n");
 		errno = EINVAL;
 		return EINVAL;
 	}

@@ -52,13 +52,24 @@ struct ibv_pd *bzc_alloc_parent_domain(struct ibv_context *context,
 	struct bzc_pd *parent, *pd;
 
 	if (attr->comp_mask & ~(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
-				IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT) ||
-	    !attr->pd || attr->pd->context != context || attr->td) {
+				IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)) {
+		bzc_err(context, "unknown comp_mask bits %#x\n",
+			attr->comp_mask &
+				~(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+				  IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT));
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!attr->pd || attr->pd->context != context || attr->td) {
+		bzc_err(context, "%s\n",
+			attr->td ? "thread domains are not supported" :
+				   "no PD of this context");
 		errno = EINVAL;
 		return NULL;
 	}
 	pd = to_bpd(attr->pd);
 	if (pd->protection) {		/* a parent domain of a parent domain */
+		bzc_err(context, "a parent domain cannot be nested\n");
 		errno = EINVAL;
 		return NULL;
 	}

@@ -77,8 +77,12 @@ static int bzc_qp_finish_create(struct ibv_context *context,
 	int ret = EPROTO;
 
 	if (cap->max_send_sge > BZC_MAX_WQE_SGE ||
-	    cap->max_recv_sge > BZC_MAX_WQE_SGE)
+	    cap->max_recv_sge > BZC_MAX_WQE_SGE) {
+		bzc_err(context,
+			"kernel granted %u send / %u receive SGEs, a WQE holds %u\n",
+			cap->max_send_sge, cap->max_recv_sge, BZC_MAX_WQE_SGE);
 		goto err;
+	}
 
 	/* A send slot holds the header, then the SGEs or the inline data. */
 	send_data = (uint64_t)cap->max_send_sge * sizeof(struct bzc_sge);
@@ -131,6 +135,8 @@ struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	int ret;
 
 	if (!bzc_qp_type_supported(attr->qp_type)) {
+		bzc_err(pd->context, "QP type %d is not supported\n",
+			attr->qp_type);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -168,26 +174,38 @@ struct ibv_qp *bzc_create_qp_ex(struct ibv_context *context,
 
 	/* XRC, TSO, RSS and WQ indirection tables. */
 	if (attr->comp_mask & ~(uint32_t)BZC_QP_INIT_ATTR_MASK_KNOWN) {
+		bzc_err(context, "unsupported comp_mask bits %#x\n",
+			attr->comp_mask &
+				~(uint32_t)BZC_QP_INIT_ATTR_MASK_KNOWN);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+		bzc_err(context, "no PD (IBV_QP_INIT_ATTR_PD)\n");
 		errno = EINVAL;
 		return NULL;
 	}
 	/* No create flag is supported. */
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
 	    attr->create_flags) {
+		bzc_err(context, "unsupported create_flags %#x\n",
+			attr->create_flags);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	if (!bzc_qp_type_supported(attr->qp_type)) {
+		bzc_err(context, "QP type %d is not supported\n", attr->qp_type);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	/* ibv_wr_* opcodes this QP type cannot carry (TSO, atomic write...). */
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    (attr->send_ops_flags & ~bzc_send_ops_supported(attr->qp_type))) {
+		bzc_err(context,
+			"send_ops_flags %#llx not supported on QP type %d\n",
+			(unsigned long long)(attr->send_ops_flags &
+					     ~bzc_send_ops_supported(attr->qp_type)),
+			attr->qp_type);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -325,6 +343,9 @@ int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		return 0;
 	/* A QP on an SRQ takes its receives from there. */
 	if (!rq->hdr || bzc_qp_state(qp) == IBV_QPS_RESET) {
+		bzc_dbg(ibqp->context, "QP %u: %s\n", ibqp->qp_num,
+			rq->hdr ? "receive posted in RESET" :
+				  "receive posted to a QP on an SRQ");
 		*bad_wr = wr;
 		return EINVAL;
 	}
@@ -348,6 +369,13 @@ int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		bzc_wq_publish(rq);
 	pthread_spin_unlock(&rq->lock);
 
+	if (ret == EINVAL)
+		bzc_dbg(ibqp->context,
+			"QP %u: receive with %d SGEs, max_recv_sge is %u\n",
+			ibqp->qp_num, wr->num_sge, rq->max_sge);
+	else if (ret)
+		bzc_dbg(ibqp->context, "QP %u: receive queue full\n",
+			ibqp->qp_num);
 	if (ret)
 		*bad_wr = wr;
 

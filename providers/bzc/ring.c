@@ -10,6 +10,7 @@
  */
 
 #include <errno.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "bzc.h"
@@ -31,26 +32,44 @@ int bzc_ring_map(struct ibv_context *context, const struct bzc_ring_desc *desc,
 		 void **addr)
 {
 	void *ring;
+	int ret;
 
 	if (!bzc_is_pow2(desc->entries) ||
 	    desc->entries < desc->min_entries ||
-	    desc->entries > desc->max_entries)
+	    desc->entries > desc->max_entries) {
+		bzc_err(context,
+			"kernel ring of %u slots: not a power of two in [%u, %u]\n",
+			desc->entries, desc->min_entries, desc->max_entries);
 		return EPROTO;
+	}
 	if ((uint64_t)desc->mmap_len <
-	    desc->slot_offset + (uint64_t)desc->entries * desc->slot_size)
+	    desc->slot_offset + (uint64_t)desc->entries * desc->slot_size) {
+		bzc_err(context,
+			"kernel ring of %u bytes cannot hold %u slots of %u bytes from offset %u\n",
+			desc->mmap_len, desc->entries, desc->slot_size,
+			desc->slot_offset);
 		return EPROTO;
+	}
 	/* The key is an mmap offset: it must survive the trip through off_t. */
 	if ((off_t)desc->mmap_key < 0 ||
-	    (uint64_t)(off_t)desc->mmap_key != desc->mmap_key)
+	    (uint64_t)(off_t)desc->mmap_key != desc->mmap_key) {
+		bzc_err(context, "kernel ring mmap key %#llx is no file offset\n",
+			(unsigned long long)desc->mmap_key);
 		return EPROTO;
+	}
 
 	ring = mmap(NULL, desc->mmap_len, PROT_READ | PROT_WRITE, MAP_SHARED,
 		    context->cmd_fd, (off_t)desc->mmap_key);
-	if (ring == MAP_FAILED)
-		return errno;
+	if (ring == MAP_FAILED) {
+		ret = errno;
+		bzc_err(context, "mmap of a %u-byte ring failed: %s\n",
+			desc->mmap_len, strerror(ret));
+		return ret;
+	}
 	if (madvise(ring, desc->mmap_len, MADV_DONTFORK)) {
-		int ret = errno;
-
+		ret = errno;
+		bzc_err(context, "madvise(MADV_DONTFORK) of a ring failed: %s\n",
+			strerror(ret));
 		munmap(ring, desc->mmap_len);
 		return ret;
 	}
@@ -81,8 +100,12 @@ int bzc_wq_map(struct ibv_context *context, struct bzc_wq *wq,
 	void *addr = NULL;
 	int ret;
 
-	if (!bzc_is_pow2(wqe_size) || wqe_size < min_wqe_size)
+	if (!bzc_is_pow2(wqe_size) || wqe_size < min_wqe_size) {
+		bzc_err(context,
+			"kernel ring slots of %u bytes: not a power of two of at least %llu\n",
+			wqe_size, (unsigned long long)min_wqe_size);
 		return EPROTO;
+	}
 	ret = bzc_ring_map(context, &desc, &addr);
 	if (ret)
 		return ret;

@@ -44,8 +44,11 @@ struct ibv_srq *bzc_create_srq(struct ibv_pd *pd,
 		goto err_lock;
 
 	ret = EPROTO;
-	if (attr->attr.max_sge > BZC_MAX_WQE_SGE)
+	if (attr->attr.max_sge > BZC_MAX_WQE_SGE) {
+		bzc_err(pd->context, "kernel granted %u SGEs, a WQE holds %u\n",
+			attr->attr.max_sge, BZC_MAX_WQE_SGE);
 		goto err_destroy;
+	}
 	ret = bzc_wq_map(pd->context, &srq->wq, drv->mmap_key, drv->mmap_len,
 			 drv->entries, drv->wqe_size,
 			 sizeof(struct bzc_recv_wqe) +
@@ -77,11 +80,15 @@ struct ibv_srq *bzc_create_srq_ex(struct ibv_context *context,
 	if ((attr->comp_mask & ~(uint32_t)BZC_SRQ_INIT_ATTR_MASK_KNOWN) ||
 	    ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
 	     attr->srq_type != IBV_SRQT_BASIC)) {
+		bzc_err(context,
+			"only basic SRQs are supported (comp_mask %#x, type %d)\n",
+			attr->comp_mask, attr->srq_type);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
 	    attr->pd->context != context) {
+		bzc_err(context, "SRQ without a PD of this context\n");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -151,6 +158,11 @@ int bzc_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		bzc_wq_publish(wq);
 	pthread_spin_unlock(&wq->lock);
 
+	if (ret == EINVAL)
+		bzc_dbg(ibsrq->context, "SRQ: receive with %d SGEs, max_sge is %u\n",
+			wr->num_sge, wq->max_sge);
+	else if (ret)
+		bzc_dbg(ibsrq->context, "SRQ full\n");
 	if (ret)
 		*bad_wr = wr;
 	return ret;

@@ -89,10 +89,18 @@ static int bzc_sq_check_state(struct bzc_qp *qp)
 	case IBV_QPS_RESET:
 	case IBV_QPS_INIT:
 	case IBV_QPS_RTR:
-		return EINVAL;
+		return bzc_refuse(EINVAL, "the QP is not ready to send");
 	default:
 		return 0;
 	}
+}
+
+/* Say why @wr_id was refused (bzc_refuse() recorded it), out of locks. */
+static void bzc_sq_refused(struct bzc_qp *qp, uint64_t wr_id, int err)
+{
+	bzc_dbg(qp->vqp.qp.context, "QP %u: work request %#llx refused (%s): %s\n",
+		qp->vqp.qp.qp_num, (unsigned long long)wr_id, strerror(err),
+		bzc_refusal);
 }
 
 /* One doorbell: BZC_METHOD_QP_DOORBELL, else POST_SEND with no WRs. */
@@ -127,11 +135,11 @@ static int bzc_wqe_start(struct bzc_qp *qp, uint32_t index, uint64_t wr_id,
 	uint8_t flags = 0;
 
 	if ((unsigned int)opcode >= 64 || !(ops & (1ULL << opcode)))
-		return EINVAL;
+		return bzc_refuse(EINVAL, "opcode not supported on this QP type");
 	if (send_flags & ~(unsigned int)BZC_SEND_FLAGS_KNOWN)
-		return EINVAL;
+		return bzc_refuse(EINVAL, "unknown send_flags");
 	if (bzc_wq_full(&qp->sq, index))
-		return ENOMEM;
+		return bzc_refuse(ENOMEM, "send queue full");
 
 	if ((send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
 		flags |= BZC_WQE_SIGNALED;
@@ -183,7 +191,7 @@ static int bzc_wqe_set_ud(struct bzc_send_wqe *wqe, struct ibv_ah *ah,
 			  uint32_t remote_qpn, uint32_t remote_qkey)
 {
 	if (!ah)
-		return EINVAL;
+		return bzc_refuse(EINVAL, "UD work request without an AH");
 	wqe->ud.ah = htole32(to_bah(ah)->ah_index);
 	wqe->ud.remote_qpn = htole32(remote_qpn);
 	wqe->ud.remote_qkey = htole32(remote_qkey);
@@ -219,7 +227,7 @@ static int bzc_wqe_set_sge_list(struct bzc_qp *qp, struct bzc_send_wqe *wqe,
 	size_t i;
 
 	if (num_sge > qp->sq.max_sge)
-		return EINVAL;
+		return bzc_refuse(EINVAL, "more SGEs than max_send_sge");
 
 	for (i = 0; i < num_sge; i++) {
 		sge[i].addr = htole64(sg_list[i].addr);
@@ -236,7 +244,7 @@ static int bzc_wqe_set_sge_list(struct bzc_qp *qp, struct bzc_send_wqe *wqe,
 static int bzc_wqe_inline_begin(struct bzc_send_wqe *wqe)
 {
 	if (!(BZC_OPS_INLINE & (1ULL << wqe->opcode)))
-		return EINVAL;
+		return bzc_refuse(EINVAL, "inline data with an opcode that sends none");
 	wqe->num_sge = 0;
 	wqe->flags |= BZC_WQE_INLINE;
 	wqe->inline_len = 0;
@@ -250,7 +258,7 @@ static int bzc_wqe_inline_add(struct bzc_qp *qp, struct bzc_send_wqe *wqe,
 	uint32_t used = le32toh(wqe->inline_len);
 
 	if (length > qp->sq.max_inline - used)
-		return EINVAL;
+		return bzc_refuse(EINVAL, "inline data beyond max_inline_data");
 	memcpy(bzc_wqe_data(wqe) + used, addr, length);
 	wqe->inline_len = htole32(used + (uint32_t)length);
 	return 0;
@@ -267,7 +275,7 @@ static int bzc_build_send_wr(struct bzc_qp *qp, uint32_t index,
 	int i, ret;
 
 	if (wr->num_sge < 0)
-		return EINVAL;
+		return bzc_refuse(EINVAL, "negative num_sge");
 	ret = bzc_wqe_start(qp, index, wr->wr_id, wr->opcode, wr->send_flags,
 			    &wqe);
 	if (ret)
@@ -304,7 +312,7 @@ static int bzc_build_send_wr(struct bzc_qp *qp, uint32_t index,
 		break;
 	default:
 		/* bzc_wqe_start() let no other opcode through. */
-		return EINVAL;
+		return bzc_refuse(EINVAL, "unknown opcode");
 	}
 
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
@@ -341,6 +349,7 @@ int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		return 0;
 	ret = bzc_sq_check_state(qp);
 	if (ret) {
+		bzc_sq_refused(qp, wr->wr_id, ret);
 		*bad_wr = wr;
 		return ret;
 	}
@@ -359,8 +368,10 @@ int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	pthread_spin_unlock(&qp->sq.lock);
 
 	/* WRs before a bad one are posted, and need the doorbell too. */
-	if (ret)
+	if (ret) {
+		bzc_sq_refused(qp, wr->wr_id, ret);
 		*bad_wr = wr;
+	}
 
 	if (posted) {
 		db = bzc_sq_doorbell(qp);
@@ -388,8 +399,10 @@ int bzc_post_bind_type1(struct bzc_qp *qp, const struct ibv_mw_bind *mw_bind,
 	int ret;
 
 	ret = bzc_sq_check_state(qp);
-	if (ret)
+	if (ret) {
+		bzc_sq_refused(qp, mw_bind->wr_id, ret);
 		return ret;
+	}
 
 	pthread_spin_lock(&qp->sq.lock);
 	ret = bzc_wqe_start(qp, qp->sq.prod, mw_bind->wr_id, IBV_WR_BIND_MW,
@@ -402,7 +415,11 @@ int bzc_post_bind_type1(struct bzc_qp *qp, const struct ibv_mw_bind *mw_bind,
 	}
 	pthread_spin_unlock(&qp->sq.lock);
 
-	return ret ? ret : bzc_sq_doorbell(qp);
+	if (ret) {
+		bzc_sq_refused(qp, mw_bind->wr_id, ret);
+		return ret;
+	}
+	return bzc_sq_doorbell(qp);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -432,6 +449,10 @@ static int bzc_wr_complete(struct ibv_qp_ex *ibqp)
 
 	if (ret || !qp->wr_count) {
 		pthread_spin_unlock(&qp->sq.lock);
+		if (ret)
+			bzc_dbg(ibqp->qp_base.context,
+				"QP %u: ibv_wr_* batch refused (%s): %s\n",
+				ibqp->qp_base.qp_num, strerror(ret), bzc_refusal);
 		return ret;
 	}
 
@@ -482,7 +503,7 @@ static struct bzc_send_wqe *bzc_wr_cur(struct bzc_qp *qp)
 		return NULL;
 	/* A setter before any opcode call. */
 	if (!qp->wr_cur) {
-		qp->wr_err = EINVAL;
+		qp->wr_err = bzc_refuse(EINVAL, "a setter before any builder");
 		return NULL;
 	}
 	return qp->wr_cur;
@@ -591,7 +612,7 @@ static void bzc_wr_set_ud_addr(struct ibv_qp_ex *ibqp, struct ibv_ah *ah,
 	if (!wqe)
 		return;
 	if (ibqp->qp_base.qp_type != IBV_QPT_UD) {
-		bzc_wr_fail(qp, EINVAL);
+		bzc_wr_fail(qp, bzc_refuse(EINVAL, "a UD address on a non-UD QP"));
 		return;
 	}
 	bzc_wr_fail(qp, bzc_wqe_set_ud(wqe, ah, remote_qpn, remote_qkey));
