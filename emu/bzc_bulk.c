@@ -341,6 +341,19 @@ static u8 bzc_bulk_wc_opcode(u8 opcode)
 }
 
 /*
+ * The channel can no longer report what it runs: nothing more runs, and
+ * the ring header tells the process so before it publishes more WQEs.
+ * Under chan->lock.
+ */
+static void bzc_bulk_stop(struct bzc_bulk_chan *chan)
+{
+	struct bzc_wq_ring_hdr *hdr = chan->ring.kaddr;
+
+	chan->dead = true;
+	WRITE_ONCE(hdr->error, cpu_to_le32(1));
+}
+
+/*
  * Complete the finished requests at the head, in posting order, and move
  * them to `done` to be freed outside the lock. Under chan->lock.
  */
@@ -368,7 +381,7 @@ static void bzc_bulk_complete(struct bzc_bulk_chan *chan,
 			bzc_count(chan->bdev, BZC_CNT_BULK_BYTES, req->len);
 		}
 		if (!bzc_cq_post(chan->cq, &cqe, false))
-			chan->dead = true;
+			bzc_bulk_stop(chan);
 
 		if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM &&
 		    req->status == IB_WC_SUCCESS) {
@@ -412,7 +425,7 @@ static void bzc_bulk_free(struct bzc_bulk_chan *chan, struct list_head *done)
 		if (req->target) {
 			if (req->arrival_lost) {
 				spin_lock(&req->target->lock);
-				req->target->dead = true;
+				bzc_bulk_stop(req->target);
 				spin_unlock(&req->target->lock);
 			}
 			bzc_chan_put(req->target);

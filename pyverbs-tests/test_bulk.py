@@ -624,11 +624,20 @@ def test_recv_cq_overflow_stops_target(c):
            'raddr': dst.addr, 'rkey': dmr.lkey}
     # the sender's lane stops the target right after its completion
     deadline = time.monotonic() + 30
+    posted = 0
     while (res := b.post([own]))[0] == 0:
+        posted += 1
         assert time.monotonic() < deadline, 'the target never stopped'
         time.sleep(0.05)
     assert res == (errno.EIO, 0)
     rcq.assert_empty(0.2)
+    # every WR reported posted completes once (run, or flushed if the
+    # target stopped under it); the refused one never does
+    wcs = b.cq.wait(posted, timeout=60)
+    assert all(w.wr_id == 7 and w.status in (dv.WC_SUCCESS,
+                                             dv.WC_WR_FLUSH_ERR)
+               for w in wcs), [dv.wc_str(w) for w in wcs]
+    b.cq.assert_empty(0.3)
 
 
 def test_destroy_flushes(c):

@@ -232,3 +232,101 @@ def test_module_unload_while_open():
     finally:
         rc = child.finish()
     assert rc == 0, child.lines
+
+
+# After the removal: an RC QP (ibv_post_send), an extended one
+# (ibv_wr_complete) and a bulk channel post; prints "<verb> <rc> [index]".
+POST_AFTER_REMOVAL = '''
+import os, sys
+sys.path.insert(0, {here!r})
+import pyverbs.enums as e
+from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
+import bzc_helpers as h
+import bzcdv as dv
+
+ctx, afd = h.open_pyverbs_context()
+pd = PD(ctx)
+from pyverbs.mr import MR
+mr = MR(pd, 4096, h.access_all())
+gi = h.find_ipv4_gid_index(ctx)
+gid = ctx.query_gid(h.PORT, gi)
+from pyverbs.qp import QPCap
+cap = QPCap(max_send_wr=8, max_recv_wr=8)   # room for both WRs
+a = h.QPEnd(ctx, pd, e.IBV_QPT_RC, cap=cap)
+x = h.QPEnd(ctx, pd, e.IBV_QPT_RC, cap=cap,
+            send_ops=e.IBV_QP_EX_WITH_RDMA_WRITE)
+for end in (a, x):
+    h.bring_up_qp(end.qp, e.IBV_QPT_RC, gid, gi, end.qpn)
+bulk = dv.bulk_available(h.DEV) is None
+if bulk:
+    c = dv.Ctx(h.DEV)
+    buf = c.buf(4096)
+    bmr = c.mr(buf.addr, 4096)
+    ch = c.chan(depth=4)
+print('READY', flush=True)
+ok, seen = h.wait_event(lambda t: h.pyverbs_async_event(ctx, afd, t),
+                        e.IBV_EVENT_DEVICE_FATAL, 60,
+                        ignore=(e.IBV_EVENT_PORT_ERR, e.IBV_EVENT_PORT_ACTIVE,
+                                e.IBV_EVENT_GID_CHANGE))
+print('FATAL' if ok else 'NO_FATAL', flush=True)
+
+def rc_of(fn):
+    try:
+        fn()
+        return 0
+    except PyverbsRDMAError as err:
+        return err.error_code
+
+w1 = h.rdma_wr(1, e.IBV_WR_RDMA_WRITE, [h.sge(mr, 0, 64)], mr.rkey,
+               mr.buf + 2048)
+w2 = h.rdma_wr(2, e.IBV_WR_RDMA_WRITE, [h.sge(mr, 64, 64)], mr.rkey,
+               mr.buf + 2048 + 64)
+w1.next_wr = w2
+print('POST_SEND', rc_of(lambda: a.qp.post_send(w1)), flush=True)
+
+def batch():
+    x.qp.wr_start()
+    x.qp.wr_id, x.qp.wr_flags = 3, e.IBV_SEND_SIGNALED
+    x.qp.wr_rdma_write(mr.rkey, mr.buf + 2048)
+    x.qp.wr_set_sge(h.sge(mr, 0, 64))
+    x.qp.wr_complete()
+print('WR_COMPLETE', rc_of(batch), flush=True)
+if bulk:
+    print('POST_BULK', *ch.post([{{'op': dv.BULK_COPY, 'wr_id': 4,
+                                  'sges': [(buf.addr, 64, bmr.lkey)],
+                                  'raddr': buf.addr + 2048,
+                                  'rkey': bmr.lkey}}]), flush=True)
+os._exit(0)
+'''
+
+
+def test_posts_after_removal_count_as_posted():
+    """Once the device is removed the doorbell fails with EIO, but the work
+    requests were published to the ring before it, where the kernel may
+    still have read them: ibv_post_send, ibv_wr_complete and
+    bzcdv_post_bulk report them posted (0), like every earlier one none
+    of them completes (the process has IBV_EVENT_DEVICE_FATAL)."""
+    p = subprocess.Popen([sys.executable, '-c',
+                          POST_AFTER_REMOVAL.format(here=HERE)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.strip() == 'READY', line + p.stderr.read()
+        cp = h.link_delete(check=False, timeout=REMOVE_TIMEOUT)
+        assert cp.returncode == 0, cp.stderr
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    res = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()}
+    assert 'FATAL' in res, out + err
+    assert res.get('POST_SEND') == ['0'], \
+        f'ibv_post_send after removal: {res.get("POST_SEND")} (0 expected)'
+    assert res.get('WR_COMPLETE') == ['0'], \
+        f'ibv_wr_complete after removal: {res.get("WR_COMPLETE")}'
+    if 'POST_BULK' in res:
+        assert res['POST_BULK'] == ['0', 'None'], \
+            f'bzcdv_post_bulk after removal: {res["POST_BULK"]}'

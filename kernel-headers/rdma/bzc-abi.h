@@ -226,7 +226,9 @@ struct bzc_bulk_chan_create_cmd {
  * The channel's ring: struct bzc_wq_ring_hdr at 0, then `entries` slots of
  * `wqe_size` bytes from BZC_WQ_RING_WQE_OFFSET, each a struct bzc_bulk_wqe,
  * with the producer/consumer rules of a QP's SQ. The doorbell is
- * BZC_METHOD_BULK_CHAN_DOORBELL.
+ * BZC_METHOD_BULK_CHAN_DOORBELL; the kernel reads the ring only there.
+ * The kernel sets `error` once the channel is stopped (its CQ or receive
+ * CQ overflowed): nothing more runs, and its doorbell fails with EIO.
  */
 struct bzc_bulk_chan_create_resp {
 	__aligned_u64 comp_mask;	/* none defined yet */

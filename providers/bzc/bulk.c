@@ -7,7 +7,8 @@
  * The ring follows the rules of a QP's SQ (kernel-headers/rdma/bzc-abi.h):
  * the process writes WQEs at prod, publishes prod with a release store and
  * calls BZC_METHOD_BULK_CHAN_DOORBELL; the kernel copies each WQE out and
- * advances cons, which frees the slot.
+ * advances cons, which frees the slot.  Unlike a QP's, the kernel reads
+ * the ring only in the doorbell.
  */
 
 #include <errno.h>
@@ -220,6 +221,25 @@ BZC_EXPORT int bzcdv_destroy_bulk_chan(struct bzcdv_bulk_chan *dv)
 	return 0;
 }
 
+/*
+ * Whether a failed doorbell left the WQEs it was rung for unposted.  By
+ * errno:
+ *  - EPERM (this process is not the PD's; it can hold the ring only if it
+ *    undid MADV_DONTFORK) and EINVAL (a producer index the ring cannot
+ *    hold): the kernel read none of them, and no doorbell of the owner
+ *    reads them either, since its next post writes its own WQEs into those
+ *    slots and its own prod.  Not posted.
+ *  - EIO: the channel stopped after bzcdv_post_bulk() found it running
+ *    (the kernel flushes what it read: posted), or the device is gone
+ *    (nothing completes any more, as for every WR posted before).
+ *  - anything else, ENOMEM for one: the kernel read some; the rest run at
+ *    the next doorbell.  Posted.
+ */
+static bool bzc_bulk_doorbell_unposted(int err)
+{
+	return err == EPERM || err == EINVAL;
+}
+
 static int bzc_bulk_doorbell(struct bzc_bulk_chan *chan)
 {
 	struct bzc_cmd cmd;
@@ -283,6 +303,19 @@ BZC_EXPORT int bzcdv_post_bulk(struct bzcdv_bulk_chan *dv,
 		return 0;
 
 	pthread_spin_lock(&chan->wq.lock);
+	/*
+	 * A stopped channel runs nothing more: refuse before publishing, so
+	 * that this EIO means "not posted".  One that stops after this look
+	 * flushes what its doorbell reads: those are posted.
+	 */
+	if (__atomic_load_n(&chan->wq.hdr->error, __ATOMIC_ACQUIRE)) {
+		pthread_spin_unlock(&chan->wq.lock);
+		bzc_dbg(dv->context,
+			"bulk channel %u is stopped (its CQ or receive CQ overflowed)\n",
+			dv->chan_num);
+		*bad_wr = wr;
+		return EIO;
+	}
 	start = chan->wq.prod;
 	for (; wr; wr = wr->next) {
 		ret = bzc_bulk_build(chan, chan->wq.prod, wr);
@@ -307,12 +340,18 @@ BZC_EXPORT int bzcdv_post_bulk(struct bzcdv_bulk_chan *dv,
 	 * Outside the lock: a doorbell runs whatever is published, so one
 	 * thread's doorbell may run another's WQEs and nothing is lost.
 	 */
-	if (posted) {
-		db = bzc_bulk_doorbell(chan);
-		if (db) {
-			*bad_wr = first;
-			return db;
-		}
-	}
-	return ret;
+	if (!posted)
+		return ret;
+	db = bzc_bulk_doorbell(chan);
+	if (!db)
+		return ret;
+	bzc_err(dv->context, "bulk channel %u: doorbell failed (%s)%s\n",
+		dv->chan_num, strerror(db),
+		bzc_bulk_doorbell_unposted(db) ?
+			": nothing was posted" :
+			"; the posted work requests run at the next doorbell, or never if the channel stopped or the device is gone");
+	if (!bzc_bulk_doorbell_unposted(db))
+		return ret;
+	*bad_wr = first;
+	return db;
 }

@@ -318,15 +318,25 @@ void bzc_write_recv_wqe(struct bzc_wq *rq, uint32_t index,
  * store and error load makes sure at least one side sees the other, so a
  * receive posted in the error state is always flushed (maybe twice
  * looked at, never lost).
+ *
+ * The receives are posted by then, whatever the doorbell does: arriving
+ * messages take them straight from the ring, and the next RQ doorbell or
+ * move to ERR flushes them.  It fails only once the device is gone (EIO),
+ * when nothing completes any more.
  */
-static int bzc_rq_flush_if_error(struct bzc_qp *qp)
+static void bzc_rq_flush_if_error(struct bzc_qp *qp)
 {
 	struct ibv_recv_wr *bad = NULL;
+	int ret;
 
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!__atomic_load_n(&qp->rq.hdr->error, __ATOMIC_RELAXED))
-		return 0;
-	return ibv_cmd_post_recv(&qp->vqp.qp, NULL, &bad);
+		return;
+	ret = ibv_cmd_post_recv(&qp->vqp.qp, NULL, &bad);
+	if (ret)
+		bzc_err(qp->vqp.qp.context,
+			"QP %u: receive flush doorbell failed (%s); the posted receives are flushed at the next one, or never if the device is gone\n",
+			qp->vqp.qp.qp_num, strerror(ret));
 }
 
 int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
@@ -334,10 +344,9 @@ int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 {
 	struct bzc_qp *qp = to_bqp(ibqp);
 	struct bzc_wq *rq = &qp->rq;
-	struct ibv_recv_wr *first = wr;
 	uint32_t start;
 	bool posted;
-	int ret = 0, db;
+	int ret = 0;
 
 	if (!wr)
 		return 0;
@@ -378,17 +387,7 @@ int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			ibqp->qp_num);
 	if (ret)
 		*bad_wr = wr;
-
-	if (posted) {
-		db = bzc_rq_flush_if_error(qp);
-		/*
-		 * The receives are in the ring but the kernel was not told
-		 * to flush them: report the whole list as not posted.
-		 */
-		if (db) {
-			*bad_wr = first;
-			return db;
-		}
-	}
+	if (posted)
+		bzc_rq_flush_if_error(qp);
 	return ret;
 }

@@ -11,6 +11,17 @@
  * WQE out of the ring before it checks it, so what a WQE claims (keys,
  * lengths, the AH index) is the kernel's to validate; this side refuses
  * only what the verbs API defines as a posting error.
+ *
+ * Publishing prod is what posts: every check that can refuse a work
+ * request runs before it, and nothing can take a published WQE back.  The
+ * kernel's executor reads prod on its own too (a worker still busy with a
+ * long WQE, the RNR timer, a move to RTS or to ERR, which flushes), so a
+ * published WQE may run whatever the doorbell does.  A doorbell that fails
+ * therefore does not fail the post: the work requests are reported posted
+ * (bzc_sq_doorbell() logs the failure).  The only failure this kernel has
+ * is EIO from the uverbs core once the device is gone, when no work
+ * request completes any more, posted before or now
+ * (IBV_EVENT_DEVICE_FATAL).
  */
 
 #include <errno.h>
@@ -103,18 +114,30 @@ static void bzc_sq_refused(struct bzc_qp *qp, uint64_t wr_id, int err)
 		bzc_refusal);
 }
 
-/* One doorbell: BZC_METHOD_QP_DOORBELL, else POST_SEND with no WRs. */
-static int bzc_sq_doorbell(struct bzc_qp *qp)
+/*
+ * One doorbell for the WQEs published so: BZC_METHOD_QP_DOORBELL, else
+ * POST_SEND with no WRs.  They are posted already, failure or not (see the
+ * top of this file).
+ */
+static void bzc_sq_doorbell(struct bzc_qp *qp)
 {
 	struct ibv_context *context = qp->vqp.qp.context;
 	struct ibv_send_wr *bad = NULL;
 	struct bzc_cmd cmd;
+	int ret;
 
-	if (!(to_bctx(context)->caps & BZC_CAP_QP_DOORBELL))
-		return ibv_cmd_post_send(&qp->vqp.qp, NULL, &bad);
-	bzc_cmd_init(&cmd, UVERBS_OBJECT_QP, BZC_METHOD_QP_DOORBELL);
-	bzc_cmd_add_idr(&cmd, BZC_ATTR_QP_DOORBELL_HANDLE, qp->vqp.qp.handle);
-	return bzc_cmd_exec(context, &cmd);
+	if (!(to_bctx(context)->caps & BZC_CAP_QP_DOORBELL)) {
+		ret = ibv_cmd_post_send(&qp->vqp.qp, NULL, &bad);
+	} else {
+		bzc_cmd_init(&cmd, UVERBS_OBJECT_QP, BZC_METHOD_QP_DOORBELL);
+		bzc_cmd_add_idr(&cmd, BZC_ATTR_QP_DOORBELL_HANDLE,
+				qp->vqp.qp.handle);
+		ret = bzc_cmd_exec(context, &cmd);
+	}
+	if (ret)
+		bzc_err(context,
+			"QP %u: send doorbell failed (%s); the posted work requests run when the kernel next reads the ring, or never if the device is gone\n",
+			qp->vqp.qp.qp_num, strerror(ret));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -340,10 +363,9 @@ int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		  struct ibv_send_wr **bad_wr)
 {
 	struct bzc_qp *qp = to_bqp(ibqp);
-	struct ibv_send_wr *first = wr;
 	uint32_t start;
 	bool posted;
-	int ret, db;
+	int ret;
 
 	if (!wr)
 		return 0;
@@ -372,19 +394,8 @@ int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		bzc_sq_refused(qp, wr->wr_id, ret);
 		*bad_wr = wr;
 	}
-
-	if (posted) {
-		db = bzc_sq_doorbell(qp);
-		/*
-		 * The WQEs are in the ring but the kernel was not told; a
-		 * later doorbell may still run them.  The caller can only
-		 * be told that the list failed.
-		 */
-		if (db) {
-			*bad_wr = first;
-			return db;
-		}
-	}
+	if (posted)
+		bzc_sq_doorbell(qp);
 	return ret;
 }
 
@@ -419,7 +430,8 @@ int bzc_post_bind_type1(struct bzc_qp *qp, const struct ibv_mw_bind *mw_bind,
 		bzc_sq_refused(qp, mw_bind->wr_id, ret);
 		return ret;
 	}
-	return bzc_sq_doorbell(qp);
+	bzc_sq_doorbell(qp);
+	return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -456,11 +468,16 @@ static int bzc_wr_complete(struct ibv_qp_ex *ibqp)
 		return ret;
 	}
 
+	/*
+	 * Every check has passed: from this store on the batch is posted,
+	 * which is what a 0 from ibv_wr_complete() promises.
+	 */
 	qp->sq.prod += qp->wr_count;
 	bzc_wq_publish(&qp->sq);
 	pthread_spin_unlock(&qp->sq.lock);
 
-	return bzc_sq_doorbell(qp);
+	bzc_sq_doorbell(qp);
+	return 0;
 }
 
 static void bzc_wr_abort(struct ibv_qp_ex *ibqp)
