@@ -15,11 +15,12 @@ static_assert(sizeof(struct bzc_alloc_ucontext_resp) == 16);
 static_assert(offsetof(struct bzc_alloc_ucontext_resp, comp_mask) == 0);
 static_assert(offsetof(struct bzc_alloc_ucontext_resp, caps) == 8);
 
-static_assert(sizeof(struct bzc_cq_ring_hdr) == 16);
+static_assert(BZC_RING_LINE == 64);
+static_assert(sizeof(struct bzc_cq_ring_hdr) == 2 * BZC_RING_LINE);
 static_assert(offsetof(struct bzc_cq_ring_hdr, prod) == 0);
-static_assert(offsetof(struct bzc_cq_ring_hdr, cons) == 4);
-static_assert(offsetof(struct bzc_cq_ring_hdr, arm) == 8);
-static_assert(sizeof(struct bzc_cq_ring_hdr) <= BZC_CQ_RING_CQE_OFFSET);
+static_assert(offsetof(struct bzc_cq_ring_hdr, cons) == BZC_RING_LINE);
+static_assert(offsetof(struct bzc_cq_ring_hdr, arm) == BZC_RING_LINE + 4);
+static_assert(sizeof(struct bzc_cq_ring_hdr) == BZC_CQ_RING_CQE_OFFSET);
 
 static_assert(sizeof(struct bzc_cqe) == 40);
 static_assert(offsetof(struct bzc_cqe, wr_id) == 0);
@@ -43,11 +44,11 @@ static_assert(offsetof(struct bzc_create_cq_resp, entries) == 12);
 static_assert(sizeof(struct bzc_resize_cq_resp) ==
 	      sizeof(struct bzc_create_cq_resp));
 
-static_assert(sizeof(struct bzc_wq_ring_hdr) == 16);
+static_assert(sizeof(struct bzc_wq_ring_hdr) == 2 * BZC_RING_LINE);
 static_assert(offsetof(struct bzc_wq_ring_hdr, prod) == 0);
-static_assert(offsetof(struct bzc_wq_ring_hdr, cons) == 4);
-static_assert(offsetof(struct bzc_wq_ring_hdr, error) == 8);
-static_assert(sizeof(struct bzc_wq_ring_hdr) <= BZC_WQ_RING_WQE_OFFSET);
+static_assert(offsetof(struct bzc_wq_ring_hdr, error) == 4);
+static_assert(offsetof(struct bzc_wq_ring_hdr, cons) == BZC_RING_LINE);
+static_assert(sizeof(struct bzc_wq_ring_hdr) == BZC_WQ_RING_WQE_OFFSET);
 
 static_assert(sizeof(struct bzc_sge) == 16);
 static_assert(offsetof(struct bzc_sge, length) == 8);

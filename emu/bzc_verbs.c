@@ -174,6 +174,13 @@ static int bzc_alloc_ucontext(struct ib_ucontext *ibuc,
 		return err;
 	if (req.comp_mask & ~(u64)BZC_ALLOC_UCTX_REQ_MASK_ALL)
 		return -EOPNOTSUPP;
+	/* A provider with the old ring layout would corrupt every ring. */
+	if (!(req.comp_mask & BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR)) {
+		ibdev_info_ratelimited(ibuc->device,
+				       "%s[%d]: provider predates the split ring headers; update it\n",
+				       current->comm, task_pid_nr(current));
+		return -EOPNOTSUPP;
+	}
 
 	return ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
 }

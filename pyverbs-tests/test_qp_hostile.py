@@ -166,7 +166,8 @@ IB_USER_VERBS_CMD_POST_SEND = 28
 UVERBS_SEND_WR_SIZE = 56            # sizeof(struct ib_uverbs_send_wr)
 
 # bzc-abi.h
-WQ_HDR = 64                 # BZC_WQ_RING_WQE_OFFSET
+WQ_HDR = 128                # BZC_WQ_RING_WQE_OFFSET
+WQ_CONS = 64                # offsetof(struct bzc_wq_ring_hdr, cons)
 SEND_DATA = 64              # BZC_SEND_WQE_DATA_OFFSET
 WQE_SIGNALED, WQE_INLINE = 1, 8
 
@@ -224,7 +225,7 @@ class Rig:
         self.sq = [a for a in new if a != self.rq][0]
         self.sq_len = new[self.sq]
         self.rq_len = new[self.rq]
-        assert u32_at(self.sq).value == 0 and u32_at(self.sq + 4).value == 0
+        assert u32_at(self.sq).value == 0 and u32_at(self.sq + WQ_CONS).value == 0
         a, ia = QpAttr(), QpInitAttr()
         assert lib.ibv_query_qp(self.x, C.byref(a), e.IBV_QP_CAP,
                                 C.byref(ia)) == 0
@@ -443,7 +444,7 @@ def test_sq_bad_wqe(rig, case):
     u32_at(rig.sq).value = 1
     assert rig.doorbell(rig.x) == 0
     fatal_or_error(rig, case, wr_id=7)
-    assert u32_at(rig.sq + 4).value in (0, 1), 'SQ cons moved past prod'
+    assert u32_at(rig.sq + WQ_CONS).value in (0, 1), 'SQ cons moved past prod'
 
 
 def test_sq_doorbell_without_wqes(rig):
@@ -465,7 +466,7 @@ def test_sq_ring_fuzz(rig):
     rng = random.Random(1234)
     y_qpn = rig.y.contents.qp_num
     for i in range(20):
-        cons = u32_at(rig.sq + 4).value
+        cons = u32_at(rig.sq + WQ_CONS).value
         junk = rng.randbytes(rig.sq_len)
         if i % 2:
             # a prod the ring can hold, so that garbage WQEs get executed

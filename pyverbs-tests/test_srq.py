@@ -34,7 +34,9 @@ pytestmark = pytest.mark.keeps_netdev
 
 QUIET = 0.5             # how long "no event" is waited for
 MSG = 256               # bytes per message (+ 40 for a UD GRH)
-WQ_HDR = 64             # BZC_WQ_RING_WQE_OFFSET (bzc-abi.h)
+WQ_HDR = 128            # BZC_WQ_RING_WQE_OFFSET (bzc-abi.h)
+WQ_ERROR = 4            # offsetof(struct bzc_wq_ring_hdr, error)
+WQ_CONS = 64            # offsetof(struct bzc_wq_ring_hdr, cons)
 
 
 def rdma_errno(fn):
@@ -128,7 +130,7 @@ class Rig:
     def srq_count(self):
         """Receives posted and not yet taken, from the ring header."""
         prod = C.c_uint32.from_address(self.ring).value
-        cons = C.c_uint32.from_address(self.ring + 4).value
+        cons = C.c_uint32.from_address(self.ring + WQ_CONS).value
         return (prod - cons) & 0xffffffff
 
     def close(self):
@@ -484,7 +486,7 @@ def test_hostile_srq_ring(rig, case):
     assert evs.count(e.IBV_EVENT_SRQ_ERR) == 1, evs
     assert e.IBV_EVENT_QP_FATAL in evs, evs
     # the ring says so too
-    assert C.c_uint32.from_address(rig.ring + 8).value != 0
+    assert C.c_uint32.from_address(rig.ring + WQ_ERROR).value != 0
     # a broken SRQ stays broken: another QP's sender fails as well
     wc = rig.send(1, b'i' * 32)
     assert wc.status == e.IBV_WC_REM_OP_ERR, h.wc_str(wc)

@@ -25,6 +25,16 @@ struct bzc_alloc_ucontext_resp {
 };
 
 /*
+ * Ring headers keep what the kernel writes and what the process writes on
+ * separate cache lines of BZC_RING_LINE bytes, so that posting or polling
+ * on one side does not take the other side's line away on every index
+ * update. A field the other side writes only on a rare state change sits
+ * on the line of the side that reads it often. The header layout is part
+ * of BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR.
+ */
+#define BZC_RING_LINE 64
+
+/*
  * A CQ ring: struct bzc_cq_ring_hdr at offset 0, then `entries` slots of
  * struct bzc_cqe from BZC_CQ_RING_CQE_OFFSET, entries a power of two.
  * prod and cons count CQEs since creation (free-running, wrapping at 2^32);
@@ -34,13 +44,16 @@ struct bzc_alloc_ucontext_resp {
  * it, means overflow: the CQ goes to error with IBV_EVENT_CQ_ERR.
  */
 struct bzc_cq_ring_hdr {
+	/* the kernel's line */
 	__le32 prod;		/* written by the kernel */
+	__u8 pad0[60];
+	/* the process's line, which the kernel reads with every CQE */
 	__le32 cons;		/* written by the process */
 	__le32 arm;		/* enum bzc_cq_arm: process sets, kernel clears */
-	__le32 pad;
+	__u8 pad1[56];
 };
 
-#define BZC_CQ_RING_CQE_OFFSET 64
+#define BZC_CQ_RING_CQE_OFFSET 128
 
 /* One completion, little-endian, as the device writes it. */
 struct bzc_cqe {
@@ -88,13 +101,21 @@ struct bzc_resize_cq_resp {
  * with wr_count 0 (the RQ doorbell).
  */
 struct bzc_wq_ring_hdr {
+	/* the process's line */
 	__le32 prod;		/* written by the process */
+	/*
+	 * Written by the kernel, non-zero once the queue failed: a QP in
+	 * QPS_ERR, a corrupt SRQ, a stopped bulk channel. Rarely written;
+	 * the process reads it on every receive or bulk post.
+	 */
+	__le32 error;
+	__u8 pad0[56];
+	/* the kernel's line */
 	__le32 cons;		/* written by the kernel */
-	__le32 error;		/* written by the kernel: non-zero in QPS_ERR */
-	__le32 pad;
+	__u8 pad1[60];
 };
 
-#define BZC_WQ_RING_WQE_OFFSET 64
+#define BZC_WQ_RING_WQE_OFFSET 128
 
 /* One scatter/gather element in a WQE. */
 struct bzc_sge {

@@ -23,7 +23,15 @@
 
 /* bzc_alloc_ucontext_req.comp_mask: optional behaviours the provider asks for. */
 enum bzc_alloc_ucontext_req_mask {
-	BZC_ALLOC_UCTX_REQ_MASK_ALL = 0,
+	/*
+	 * The provider lays ring headers out with the producer and the
+	 * consumer index on separate cache lines (bzc-abi.h, BZC_RING_LINE).
+	 * Required: a kernel refuses a context without it (EOPNOTSUPP), and
+	 * a kernel from before it refuses the unknown bit, so a provider and
+	 * a module from either side of the change never share a ring.
+	 */
+	BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR = 1 << 0,
+	BZC_ALLOC_UCTX_REQ_MASK_ALL = BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR,
 };
 
 /* bzc_alloc_ucontext_resp.comp_mask: which response fields are valid. */

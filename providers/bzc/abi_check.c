@@ -37,13 +37,18 @@ BZC_CHECK_OFFSET(bzc_alloc_ucontext_resp, comp_mask, 0);
 BZC_CHECK_OFFSET(bzc_alloc_ucontext_resp, caps, 8);
 BZC_CHECK_ALIGN(bzc_alloc_ucontext_resp);
 
-/* The CQ ring: header, slot offset, slots (kernel writes, process reads). */
-BZC_CHECK_SIZE(bzc_cq_ring_hdr, 16);
+/*
+ * The CQ ring: header, slot offset, slots (kernel writes, process reads).
+ * Each side's indices on a cache line of their own.
+ */
+_Static_assert(BZC_RING_LINE == 64, "ring header lines move");
+BZC_CHECK_SIZE(bzc_cq_ring_hdr, 128);
 BZC_CHECK_OFFSET(bzc_cq_ring_hdr, prod, 0);
-BZC_CHECK_OFFSET(bzc_cq_ring_hdr, cons, 4);
-BZC_CHECK_OFFSET(bzc_cq_ring_hdr, arm, 8);
-BZC_CHECK_OFFSET(bzc_cq_ring_hdr, pad, 12);
-_Static_assert(BZC_CQ_RING_CQE_OFFSET == 64, "CQE slots move");
+BZC_CHECK_OFFSET(bzc_cq_ring_hdr, pad0, 4);
+BZC_CHECK_OFFSET(bzc_cq_ring_hdr, cons, 64);
+BZC_CHECK_OFFSET(bzc_cq_ring_hdr, arm, 68);
+BZC_CHECK_OFFSET(bzc_cq_ring_hdr, pad1, 72);
+_Static_assert(BZC_CQ_RING_CQE_OFFSET == 128, "CQE slots move");
 _Static_assert(BZC_CQ_RING_CQE_OFFSET >= sizeof(struct bzc_cq_ring_hdr),
 	       "CQE slots overlap the ring header");
 _Static_assert(BZC_CQ_RING_CQE_OFFSET % 8 == 0, "CQE slots misaligned");
@@ -79,12 +84,13 @@ BZC_CHECK_OFFSET(bzc_resize_cq_resp, entries, 12);
 BZC_CHECK_ALIGN(bzc_resize_cq_resp);
 
 /* Work queue rings: header, slot offset (process writes, kernel reads). */
-BZC_CHECK_SIZE(bzc_wq_ring_hdr, 16);
+BZC_CHECK_SIZE(bzc_wq_ring_hdr, 128);
 BZC_CHECK_OFFSET(bzc_wq_ring_hdr, prod, 0);
-BZC_CHECK_OFFSET(bzc_wq_ring_hdr, cons, 4);
-BZC_CHECK_OFFSET(bzc_wq_ring_hdr, error, 8);
-BZC_CHECK_OFFSET(bzc_wq_ring_hdr, pad, 12);
-_Static_assert(BZC_WQ_RING_WQE_OFFSET == 64, "WQE slots move");
+BZC_CHECK_OFFSET(bzc_wq_ring_hdr, error, 4);
+BZC_CHECK_OFFSET(bzc_wq_ring_hdr, pad0, 8);
+BZC_CHECK_OFFSET(bzc_wq_ring_hdr, cons, 64);
+BZC_CHECK_OFFSET(bzc_wq_ring_hdr, pad1, 68);
+_Static_assert(BZC_WQ_RING_WQE_OFFSET == 128, "WQE slots move");
 _Static_assert(BZC_WQ_RING_WQE_OFFSET >= sizeof(struct bzc_wq_ring_hdr),
 	       "WQE slots overlap the ring header");
 

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <rdma/bzc_user_ioctl_verbs.h>
 
@@ -141,13 +142,18 @@ static struct verbs_context *bzc_alloc_context(struct ibv_device *ibdev,
 	if (!ctx)
 		return NULL;
 
-	/* No optional behaviour is requested yet. */
-	cmd.drv_payload.comp_mask = 0;
+	/* The ring layout of bzc-abi.h: a kernel without it refuses. */
+	cmd.drv_payload.comp_mask = BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR;
 
 	ret = ibv_cmd_get_context(&ctx->ibv_ctx, &cmd.ibv_cmd, sizeof(cmd),
 				  &resp.ibv_resp, sizeof(resp));
-	if (ret)
+	if (ret) {
+		/* Which errno reaches us depends on libibverbs' fallbacks. */
+		verbs_err(&ctx->ibv_ctx,
+			  "the kernel refused the context (%s); a bzc module of another release refuses this provider's ring layout (BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR)\n",
+			  strerror(ret));
 		goto err;
+	}
 
 	/*
 	 * resp is zeroed, so a kernel that returns less driver data leaves
