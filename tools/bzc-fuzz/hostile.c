@@ -27,6 +27,11 @@
 #include "fuzz.h"
 #include "rings.h"
 
+/* Where the ring headers keep the indices (prod is at 0 in both). */
+#define WQ_CONS offsetof(struct bzc_wq_ring_hdr, cons)
+#define CQ_CONS offsetof(struct bzc_cq_ring_hdr, cons)
+#define CQ_ARM offsetof(struct bzc_cq_ring_hdr, arm)
+
 #define SLOTS(a) ((void *const *)(a))
 
 /* Set around accesses that may fault (raw mappings): main.c's handler. */
@@ -399,7 +404,7 @@ static uint32_t get32(const void *p)
 static uint32_t rnd_prod(struct worker *w, const struct ring *r, uint32_t from,
 			 uint32_t k)
 {
-	uint32_t cons = get32(r->base + 4);
+	uint32_t cons = get32(r->base + WQ_CONS);
 
 	switch (rnd_below(w, 10)) {
 	case 0:
@@ -493,7 +498,7 @@ static void scribble_bulk_wqe(struct worker *w, uint8_t *slot, uint32_t size)
 static uint32_t scribble_wq(struct worker *w, struct ring *r,
 			    void (*fill)(struct worker *, uint8_t *, uint32_t))
 {
-	uint32_t from = get32(r->base + 4), k = 1 + (uint32_t)rnd_below(w, 4);
+	uint32_t from = get32(r->base + WQ_CONS), k = 1 + (uint32_t)rnd_below(w, 4);
 	uint32_t i, prod;
 
 	if (chance(w, 50))
@@ -504,7 +509,7 @@ static uint32_t scribble_wq(struct worker *w, struct ring *r,
 	prod = rnd_prod(w, r, from, k);
 	put32(r->base, prod);
 	if (chance(w, 3))
-		put32(r->base + 4, (uint32_t)rnd(w));	/* the kernel's cons */
+		put32(r->base + WQ_CONS, (uint32_t)rnd(w));	/* the kernel's */
 	note(w, "entries %u from %u prod %u", r->entries, from, prod);
 	return prod;
 }
@@ -553,13 +558,13 @@ int op_cq_scribble(struct worker *w)
 		return NOTHING;
 	switch (rnd_below(w, 4)) {
 	case 0:
-		put32(r.base + 4, (uint32_t)rnd(w));		/* cons */
+		put32(r.base + CQ_CONS, (uint32_t)rnd(w));
 		break;
 	case 1:
-		put32(r.base + 8, (uint32_t)rnd(w));		/* arm */
+		put32(r.base + CQ_ARM, (uint32_t)rnd(w));
 		break;
 	case 2:
-		put32(r.base + 4, get32(r.base) - r.entries - 1);
+		put32(r.base + CQ_CONS, get32(r.base) - r.entries - 1);
 		break;
 	default:
 		rnd_bytes(w, r.slots + (size_t)rnd_below(w, r.entries) *
