@@ -975,6 +975,42 @@ def uverbs_maps():
     return res
 
 
+def uverbs_ring_maps():
+    """{start: (length, mmap offset)} of this process's
+    /dev/infiniband/uverbs* mappings."""
+    res = {}
+    with open('/proc/self/maps') as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 6 and w[5].startswith('/dev/infiniband/uverbs'):
+                a, b = (int(x, 16) for x in w[0].split('-'))
+                res[a] = (b - a, int(w[2], 16))
+    return res
+
+
+def uverbs_cmd_fds():
+    """This process's open /dev/infiniband/uverbs* fds (one per context)."""
+    return _fds_by_link('/dev/infiniband/uverbs')
+
+
+def map_rings_at(cmd_fd, rings):
+    """Map rings ({start: (length, offset)} of uverbs_ring_maps()) from
+    cmd_fd at the same addresses, e.g. in a forked child, which inherits
+    no ring mapping."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    prot_rw, map_shared_fixed = 0x3, 0x01 | 0x10
+    for start, (length, off) in rings.items():
+        addr = libc.mmap(start, length, prot_rw, map_shared_fixed, cmd_fd,
+                         off)
+        if addr != start:
+            raise OSError(ctypes.get_errno(),
+                          f'mapping ring {off:#x} at {start:#x}')
+
+
 # Bytes that differ from the data at every position (b ^ 0xff).
 INVERT = bytes(255 - i for i in range(256))
 

@@ -235,12 +235,17 @@ def test_poll_and_arm_without_syscall(rigs):
     n = 5
     for i in range(n):
         r.post(0x500 + i, i, length=64)
+    # a forked child inherits no ring (VM_DONTCOPY): it maps them itself
+    # from the inherited command fd, where the provider expects them
+    rings = h.uverbs_ring_maps()
+    cmd_fd, = h.uverbs_cmd_fds()
     rd, wr = os.pipe()
     pid = os.fork()
     if pid == 0:                                            # child
         code = 3
         try:
             os.close(rd)
+            h.map_rings_at(cmd_fd, rings)
             seccomp_only_memory_and_write_to(wr)
             got = []
             for _ in range(200000):          # busy: sleeping is a syscall
