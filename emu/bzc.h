@@ -117,6 +117,24 @@ struct bzc_mmap_entry {
 };
 
 /*
+ * The core's record of a user mapping it revokes on disassociate, and the
+ * exported function that links a VMA into its list (ib_core_uverbs.c). The
+ * core offers drivers only rdma_user_mmap_io() for this, which maps one
+ * physically contiguous range; rings are vmalloc memory. The declarations
+ * live in the core's private core_priv.h, so they are repeated here, and
+ * must match it: unchanged from Linux 5.5 to at least 6.12.
+ */
+struct rdma_umap_priv {
+	struct vm_area_struct *vma;
+	struct list_head list;
+	struct rdma_user_mmap_entry *entry;
+};
+
+void rdma_umap_priv_init(struct rdma_umap_priv *priv,
+			 struct vm_area_struct *vma,
+			 struct rdma_user_mmap_entry *entry);
+
+/*
  * A ring shared with the process: a header then `entries` fixed-size slots.
  * Everything the process can write in it is re-validated on every read.
  */

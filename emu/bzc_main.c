@@ -5,6 +5,7 @@
  */
 #include <linux/module.h>
 #include <linux/if_vlan.h>
+#include <linux/rtnetlink.h>
 #include <net/addrconf.h>
 #include <rdma/rdma_netlink.h>
 
@@ -22,11 +23,26 @@ static void bzc_dispatch_port_event(struct bzc_dev *bdev,
 	ib_dispatch_event(&ev);
 }
 
-/* Called under RTNL: report a port state change exactly once. */
+/*
+ * Serializes `rdma link add`: the check that a netdev carries no bzc device
+ * yet and the registration of the new one. The core calls newlink without
+ * RTNL (nldev_newlink() holds only its link_ops_rwsem, for reading, so adds
+ * run in parallel), and ib_register_device() takes RTNL itself (the RoCE GID
+ * rescan), so this lock is taken before RTNL and never by the netdev
+ * notifier, which runs under RTNL.
+ */
+static DEFINE_MUTEX(bzc_link_mutex);
+
+/*
+ * Report a port state change exactly once. RTNL orders this against the
+ * netdev events that change the state.
+ */
 static void bzc_update_port_state(struct bzc_dev *bdev)
 {
-	enum ib_port_state state = bzc_port_state(bdev);
+	enum ib_port_state state;
 
+	ASSERT_RTNL();
+	state = bzc_port_state(bdev);
 	if (state == bdev->port_state)
 		return;
 	bdev->port_state = state;
@@ -75,16 +91,18 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 	if (err)
 		goto err_dealloc;
 
-	/* newlink runs under RTNL, so the state cannot change under us. */
-	bdev->port_state = bzc_port_state(bdev);
+	/* Nothing reported yet: bzc_sync_port_state() reports the state. */
+	bdev->port_state = IB_PORT_DOWN;
 
-	/* No DMA device: the core stores kernel virtual addresses in SGEs. */
+	/*
+	 * No DMA device: the core stores kernel virtual addresses in SGEs.
+	 * Once registered, the device may be unregistered (and freed) by
+	 * `rdma link delete` or the netdev going away at any time: bdev must
+	 * not be touched after this without a reference.
+	 */
 	err = ib_register_device(&bdev->ibdev, ibdev_name, NULL);
 	if (err)
 		goto err_dealloc;
-
-	if (bdev->port_state == IB_PORT_ACTIVE)
-		bzc_dispatch_port_event(bdev, IB_EVENT_PORT_ACTIVE);
 	return 0;
 
 err_dealloc:
@@ -93,9 +111,30 @@ err_dealloc:
 	return err;
 }
 
+/*
+ * Report the port state of the device just registered on @ndev. The netdev
+ * notifier finds a device only once it is registered, so events before that
+ * were not seen; under RTNL no event can slip between reading the state
+ * here and the notifier's next update. The reference keeps a device that is
+ * being removed meanwhile alive until we are done.
+ */
+static void bzc_sync_port_state(struct net_device *ndev)
+{
+	struct ib_device *ibdev;
+
+	rtnl_lock();
+	ibdev = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
+	if (ibdev) {
+		bzc_update_port_state(to_bdev(ibdev));
+		ib_device_put(ibdev);
+	}
+	rtnl_unlock();
+}
+
 static int bzc_newlink(const char *ibdev_name, struct net_device *ndev)
 {
 	struct ib_device *exists;
+	int err;
 
 	if (is_vlan_dev(ndev)) {
 		pr_err(BZC_DRV_NAME ": %s is a VLAN; add the device on its real netdev\n",
@@ -103,15 +142,22 @@ static int bzc_newlink(const char *ibdev_name, struct net_device *ndev)
 		return -EPERM;
 	}
 
+	mutex_lock(&bzc_link_mutex);
 	exists = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
 	if (exists) {
 		pr_err(BZC_DRV_NAME ": %s already carries %s\n",
 		       netdev_name(ndev), dev_name(&exists->dev));
 		ib_device_put(exists);
-		return -EEXIST;
+		err = -EEXIST;
+		goto out;
 	}
 
-	return bzc_dev_add(ibdev_name, ndev);
+	err = bzc_dev_add(ibdev_name, ndev);
+	if (!err)
+		bzc_sync_port_state(ndev);
+out:
+	mutex_unlock(&bzc_link_mutex);
+	return err;
 }
 
 static struct rdma_link_ops bzc_link_ops = {

@@ -4,12 +4,19 @@
  * uverbs file with rdma_user_mmap_entry keys, and the rings built on it.
  *
  * The entry owns the memory: an object that shares a ring removes its entry
- * when it is destroyed, and the memory is freed by bzc_mmap_free() only once
- * the process has unmapped it too, so a stale mapping never points at freed
- * pages.
+ * when it is destroyed, and every mapping of the ring holds a reference on
+ * the entry, so the memory is freed by bzc_mmap_free() only once the process
+ * has unmapped it too, and the entry's mmap offset is not handed out again
+ * before that.
+ *
+ * Mappings are revocable: on disassociate (hot unplug, `rdma link delete`
+ * with the device open) the core zaps every VMA it tracks and drops the
+ * VMAs' references, so the rings are freed while the process still has the
+ * VMAs; a later access gets the core's zero-filled disassociate page.
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
+#include <linux/version.h>
 #include <linux/vmalloc.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -37,17 +44,67 @@ static struct bzc_mmap_entry *bzc_mmap_insert(struct ib_ucontext *ibuc,
 	return entry;
 }
 
+/*
+ * Map the ring's vmalloc pages into @vma, page by page, as PFNs. The core
+ * revokes a mapping with zap_vma_ptes(), which only acts on VM_PFNMAP areas:
+ * pages inserted with vm_insert_page() (VM_MIXEDMAP) would stay mapped.
+ * PFN mappings hold no page references; the VMA's reference on the entry
+ * keeps the pages allocated instead. remap_pfn_range() also marks the VMA
+ * VM_IO (no get_user_pages() on rings, no MADV_DOFORK) and VM_DONTEXPAND.
+ */
+static int bzc_mmap_pages(struct vm_area_struct *vma, void *kaddr)
+{
+	unsigned long off;
+	int err;
+
+	for (off = 0; off < vma->vm_end - vma->vm_start; off += PAGE_SIZE) {
+		err = remap_pfn_range(vma, vma->vm_start + off,
+				      vmalloc_to_pfn(kaddr + off), PAGE_SIZE,
+				      vma->vm_page_prot);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 int bzc_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 {
 	struct rdma_user_mmap_entry *rdma_entry;
+	struct rdma_umap_priv *priv;
 	int err;
 
-	/* Checks the key and that the length matches the entry. */
+	/* Checks the key, VM_SHARED and that the length matches the entry. */
 	rdma_entry = rdma_user_mmap_entry_get(ibuc, vma);
-	if (!rdma_entry)
+	if (!rdma_entry) {
+		ibdev_warn_ratelimited(ibuc->device,
+				       "mmap: no ring of %lu bytes at offset %#lx (or not MAP_SHARED)\n",
+				       vma->vm_end - vma->vm_start,
+				       vma->vm_pgoff << PAGE_SHIFT);
 		return -EINVAL;
+	}
 
-	err = remap_vmalloc_range(vma, to_bmmap(rdma_entry)->kaddr, 0);
+	priv = kzalloc(sizeof(*priv), GFP_KERNEL);
+	if (!priv) {
+		err = -ENOMEM;
+		goto out;
+	}
+
+	/* A forked child gets no ring: the ring belongs to the context. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+	vm_flags_set(vma, VM_DONTCOPY);
+#else
+	vma->vm_flags |= VM_DONTCOPY;
+#endif
+	err = bzc_mmap_pages(vma, to_bmmap(rdma_entry)->kaddr);
+	if (err) {
+		/* mmap_region() zaps what was mapped; the VMA never existed. */
+		kfree(priv);
+		goto out;
+	}
+
+	/* Only now: a tracked VMA must be a complete one. */
+	rdma_umap_priv_init(priv, vma, rdma_entry);
+out:
 	rdma_user_mmap_entry_put(rdma_entry);
 	return err;
 }

@@ -975,6 +975,42 @@ def uverbs_maps():
     return res
 
 
+def uverbs_ring_maps():
+    """{start: (length, mmap offset)} of this process's
+    /dev/infiniband/uverbs* mappings."""
+    res = {}
+    with open('/proc/self/maps') as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 6 and w[5].startswith('/dev/infiniband/uverbs'):
+                a, b = (int(x, 16) for x in w[0].split('-'))
+                res[a] = (b - a, int(w[2], 16))
+    return res
+
+
+def uverbs_cmd_fds():
+    """This process's open /dev/infiniband/uverbs* fds (one per context)."""
+    return _fds_by_link('/dev/infiniband/uverbs')
+
+
+def map_rings_at(cmd_fd, rings):
+    """Map rings ({start: (length, offset)} of uverbs_ring_maps()) from
+    cmd_fd at the same addresses, e.g. in a forked child, which inherits
+    no ring mapping."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    prot_rw, map_shared_fixed = 0x3, 0x01 | 0x10
+    for start, (length, off) in rings.items():
+        addr = libc.mmap(start, length, prot_rw, map_shared_fixed, cmd_fd,
+                         off)
+        if addr != start:
+            raise OSError(ctypes.get_errno(),
+                          f'mapping ring {off:#x} at {start:#x}')
+
+
 # Bytes that differ from the data at every position (b ^ 0xff).
 INVERT = bytes(255 - i for i in range(256))
 
@@ -1072,6 +1108,78 @@ def ib_dev_index(dev=DEV):
         if a.get(_NLA_DEV_NAME, b'').rstrip(b'\0').decode() == dev:
             return struct.unpack('=I', a[_NLA_DEV_INDEX][:4])[0]
     return None
+
+
+_NLDEV_CMD_PORT_GET, _NLDEV_CMD_DELLINK = 5, 4
+_NLA_NDEV_NAME = 51
+
+
+def nl_links():
+    """{device: netdev name or None} of every RDMA device, as `rdma link`
+    shows them, over netlink (no process started)."""
+    res = {}
+    for body in _nl_rdma(_NLDEV_CMD_GET, dump=True):
+        a, _ = _nla_parse(body)
+        name = a[_NLA_DEV_NAME].rstrip(b'\0').decode()
+        idx = struct.unpack('=I', a[_NLA_DEV_INDEX][:4])[0]
+        res[name] = None
+        try:
+            ports = _nl_rdma(_NLDEV_CMD_PORT_GET,
+                             _nla_u32(_NLA_DEV_INDEX, idx), dump=True)
+        except OSError:             # the device went away meanwhile
+            ports = []
+        for pbody in ports:
+            pa, _ = _nla_parse(pbody)
+            if _NLA_NDEV_NAME in pa:
+                res[name] = pa[_NLA_NDEV_NAME].rstrip(b'\0').decode()
+    return res
+
+
+def nl_dellink(dev):
+    """`rdma link delete DEV` over netlink; returns 0 or the positive errno
+    (ENODEV when there is no such device)."""
+    import socket
+    idx = ib_dev_index(dev)
+    if idx is None:
+        return errno.ENODEV
+    body = _nla_u32(_NLA_DEV_INDEX, idx)
+    seq = (int(time.monotonic() * 1000) + os.getpid()) & 0x7fffffff
+    msg = struct.pack('=IHHII', 16 + len(body),
+                      (RDMA_NL_NLDEV << 10) + _NLDEV_CMD_DELLINK,
+                      0x1 | 0x4,            # NLM_F_REQUEST | NLM_F_ACK
+                      seq, 0) + body
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_RDMA)
+    try:
+        s.settimeout(60)
+        s.bind((0, 0))
+        s.send(msg)
+        while True:
+            resp = s.recv(65536)
+            off = 0
+            while off + 16 <= len(resp):
+                ln, typ, _, rseq, _ = struct.unpack_from('=IHHII', resp, off)
+                if typ == 2 and rseq == seq:        # NLMSG_ERROR
+                    return -struct.unpack_from('=i', resp, off + 16)[0]
+                if ln < 16:
+                    break
+                off += (ln + 3) & ~3
+    finally:
+        s.close()
+
+
+def set_netdev_up(name, up):
+    """`ip link set NAME up|down` through SIOCSIFFLAGS: no process started,
+    so a test can flip it at a chosen moment."""
+    import fcntl
+    import socket
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifr = fcntl.ioctl(s, siocgifflags,
+                          struct.pack('16sH14x', name.encode(), 0))
+        flags = struct.unpack_from('16sH', ifr)[1]
+        flags = flags | iff_up if up else flags & ~iff_up
+        fcntl.ioctl(s, siocsifflags,
+                    struct.pack('16sH14x', name.encode(), flags))
 
 
 def nl_res_summary(dev=DEV):

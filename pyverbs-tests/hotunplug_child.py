@@ -5,8 +5,15 @@ Opens the device (pyverbs Context + PD), prints READY, waits for
 IBV_EVENT_DEVICE_FATAL on its async fd, tries more verbs (which must fail),
 prints WAITING and waits for a line on stdin before closing everything.
 Each observation is one line on stdout: KEY value...
+
+With a third argument "rings" it also creates a CQ, whose ring the provider
+maps, and writes a pattern into the ring's last bytes (RING start length
+before READY); after the removal it reports what that memory reads now
+(RING_AFTER pattern|zero|other) and that writing there does not kill it
+(RING_WRITE OK).
 """
 
+import ctypes
 import os
 import sys
 import time
@@ -14,10 +21,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pyverbs.enums as e                      # noqa: E402
+from pyverbs.cq import CQ                      # noqa: E402
 from pyverbs.pd import PD                      # noqa: E402
 from pyverbs.pyverbs_error import PyverbsError  # noqa: E402
 
 import bzc_helpers as h                        # noqa: E402
+
+
+RING_TAIL = 64
 
 
 def say(*a):
@@ -27,8 +38,22 @@ def say(*a):
 def main():
     name = sys.argv[1]
     fatal_timeout = float(sys.argv[2]) if len(sys.argv) > 2 else 60
+    rings = len(sys.argv) > 3 and sys.argv[3] == 'rings'
     ctx, afd = h.open_pyverbs_context(name)
     pd = PD(ctx)
+    cq = None
+    if rings:
+        before = h.uverbs_maps()
+        cq = CQ(ctx, 64)
+        new = {a: n for a, n in h.uverbs_maps().items() if a not in before}
+        if len(new) != 1:
+            say('RING_MAPS', len(new))
+            return 1
+        (start, length), = new.items()
+        tail = start + length - RING_TAIL
+        pattern = os.urandom(RING_TAIL)
+        ctypes.memmove(tail, pattern, RING_TAIL)
+        say('RING', start, length)
     say('READY', pd.handle)
 
     deadline = time.monotonic() + fatal_timeout
@@ -53,10 +78,19 @@ def main():
             say(what, 'FAILED', getattr(ex, 'error_code', -1), str(ex)
                 .replace('\n', ' '))
 
+    if rings:
+        now = ctypes.string_at(tail, RING_TAIL)
+        say('RING_AFTER', 'pattern' if now == pattern else
+            'zero' if now == bytes(RING_TAIL) else 'other')
+        ctypes.memset(tail, 0x5a, RING_TAIL)
+        say('RING_WRITE', 'OK')
+
     say('WAITING')
     sys.stdin.readline()
     rc = 0
-    for what, fn in (('CLOSE_PD', pd.close), ('CLOSE_CTX', ctx.close)):
+    closing = [('CLOSE_CQ', cq.close)] if cq else []
+    for what, fn in closing + [('CLOSE_PD', pd.close),
+                               ('CLOSE_CTX', ctx.close)]:
         try:
             fn()
             say(what, 'OK')

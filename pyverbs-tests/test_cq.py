@@ -222,20 +222,6 @@ def seccomp_only_memory_and_write_to(fd):
         raise OSError(ctypes.get_errno(), 'seccomp filter not installed')
 
 
-MADV_DOFORK = 11
-
-
-def share_rings_with_children():
-    """Undo MADV_DONTFORK on every ring this process has mapped."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    with open('/proc/self/maps') as f:
-        spans = [ln.split()[0] for ln in f if '/dev/infiniband/uverbs' in ln]
-    assert spans, 'no ring mapped'
-    for span in spans:
-        lo, hi = (int(x, 16) for x in span.split('-'))
-        if libc.madvise(lo, hi - lo, MADV_DOFORK):
-            raise OSError(ctypes.get_errno(), f'madvise(DOFORK) of {span}')
 
 
 @pytest.mark.skipif(os.uname().machine != 'x86_64',
@@ -251,15 +237,17 @@ def test_poll_and_arm_without_syscall(rigs):
     n = 5
     for i in range(n):
         r.post(0x500 + i, i, length=64)
-    # The provider keeps its rings out of children (MADV_DONTFORK,
-    # test_fork.py); this child is meant to use them, so hand them down.
-    share_rings_with_children()
+    # a forked child inherits no ring (VM_DONTCOPY): it maps them itself
+    # from the inherited command fd, where the provider expects them
+    rings = h.uverbs_ring_maps()
+    cmd_fd, = h.uverbs_cmd_fds()
     rd, wr = os.pipe()
     pid = os.fork()
     if pid == 0:                                            # child
         code = 3
         try:
             os.close(rd)
+            h.map_rings_at(cmd_fd, rings)
             seccomp_only_memory_and_write_to(wr)
             got = []
             for _ in range(200000):          # busy: sleeping is a syscall

@@ -27,9 +27,10 @@ REMOVE_TIMEOUT = 30
 
 
 class Child:
-    def __init__(self, name, fatal_timeout=60):
+    def __init__(self, name, fatal_timeout=60, rings=False):
         self.p = subprocess.Popen([sys.executable, CHILD, name,
-                                   str(fatal_timeout)],
+                                   str(fatal_timeout)] +
+                                  (['rings'] if rings else []),
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
         self.q = queue.Queue()
@@ -129,6 +130,48 @@ def test_delete_link_while_open():
         rc = child.finish()
     assert child.result('CLOSE_PD') == ['OK'], child.lines
     assert child.result('CLOSE_CTX') == ['OK'], child.lines
+    assert rc == 0, f'child exit {rc}: {child.lines}'
+
+
+def _vmalloc_rings():
+    """How many ring allocations (vmalloc areas of bzc_ring_alloc) exist."""
+    with open('/proc/vmallocinfo') as f:
+        return sum('bzc_ring_alloc' in line for line in f)
+
+
+def _maps_uverbs(pid):
+    with open(f'/proc/{pid}/maps') as f:
+        return sum('/dev/infiniband/uverbs' in line for line in f)
+
+
+def test_delete_link_revokes_ring_mappings():
+    """`rdma link delete` while a process has rings mapped: the mappings
+    are revoked (the memory reads as zeros, the core's disassociate page;
+    writes land there too and harm nothing), the ring memory is freed
+    although the process still has the mappings, and the module unloads."""
+    child = Child(h.DEV, rings=True)
+    try:
+        child.expect('READY', 60)
+        assert child.result('RING'), child.lines
+        assert _vmalloc_rings() > 0
+        cp = h.link_delete(check=False, timeout=REMOVE_TIMEOUT)
+        assert cp.returncode == 0, cp.stderr
+        child.expect('WAITING', 90)
+        _check_child_after_fatal(child)
+        assert child.result('RING_AFTER') == ['zero'], \
+            f'ring memory still reachable after the removal: {child.lines}'
+        assert child.result('RING_WRITE') == ['OK'], child.lines
+        assert _maps_uverbs(child.p.pid) > 0, 'the mappings themselves stay'
+        assert _vmalloc_rings() == 0, \
+            'ring memory of the removed device not freed'
+        cp = h.run(['rmmod', h.MODULE_NAME], check=False,
+                   timeout=REMOVE_TIMEOUT)
+        assert cp.returncode == 0, \
+            f'rmmod with revoked mappings still in a process: {cp.stderr}'
+    finally:
+        rc = child.finish()
+    for what in ('CLOSE_CQ', 'CLOSE_PD', 'CLOSE_CTX'):
+        assert child.result(what) == ['OK'], child.lines
     assert rc == 0, f'child exit {rc}: {child.lines}'
 
 
