@@ -372,6 +372,12 @@ int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		  struct ib_udata *udata);
 int bzc_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int bzc_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
+/* Handlers bzc_cq_write() leaves to bzc_cq_notify(). */
+#define BZC_CQ_CALL_COMP	BIT(0)	/* comp_handler: the CQ was armed */
+#define BZC_CQ_CALL_OVERFLOW	BIT(1)	/* IB_EVENT_CQ_ERR: it overflowed */
+bool bzc_cq_write(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited,
+		  u32 *calls);
+void bzc_cq_notify(struct bzc_cq *cq, u32 calls);
 bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited);
 
 /* bzc_mr.c */

@@ -173,15 +173,25 @@ static bool bzc_cq_arm_fires(u32 arm, const struct bzc_cqe *cqe,
 	       (solicited || cqe->status != IB_WC_SUCCESS);
 }
 
-/*
- * Write one CQE. Any context; never sleeps. Returns false when the CQ has
- * no room (or is already in error): the CQE is dropped, the CQ is in error
- * and its owner has been told with IB_EVENT_CQ_ERR.
+/**
+ * bzc_cq_write() - write one CQE, leaving the handlers to the caller
+ * @cq: the CQ
+ * @cqe: the entry
+ * @solicited: the completion of a solicited message (arming for solicited)
+ * @calls: BZC_CQ_CALL_* bits of the handlers that are due are ORed in
+ *
+ * Any context; never sleeps. The caller may hold its own locks: it calls
+ * bzc_cq_notify() with @calls once it has dropped them, so that a handler
+ * that posts again (a kernel consumer's) never finds a bzc lock held.
+ *
+ * Return: false when the CQ has no room (or is already in error): the CQE
+ * is dropped and the CQ is in error.
  */
-bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited)
+bool bzc_cq_write(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited,
+		  u32 *calls)
 {
 	struct bzc_cq_ring_hdr *hdr;
-	bool notify = false, overflow = false, posted = false;
+	bool posted = false;
 	unsigned long flags;
 	u32 cons, arm;
 
@@ -194,7 +204,7 @@ bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited)
 	/* Also catches a cons ahead of prod: the difference wraps. */
 	if (cq->prod - cons >= cq->ring.entries) {
 		cq->overflowed = true;
-		overflow = true;
+		*calls |= BZC_CQ_CALL_OVERFLOW;
 		goto out_unlock;
 	}
 
@@ -207,21 +217,56 @@ bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited)
 	/* Pairs with the process's store of arm before its last poll. */
 	smp_mb();
 	arm = le32_to_cpu(READ_ONCE(hdr->arm));
-	if (bzc_cq_arm_fires(arm, cqe, solicited))
-		notify = cmpxchg((u32 *)&hdr->arm, (__force u32)cpu_to_le32(arm),
-				 (__force u32)cpu_to_le32(BZC_CQ_ARM_NONE)) ==
-			 (__force u32)cpu_to_le32(arm);
+	if (bzc_cq_arm_fires(arm, cqe, solicited) &&
+	    cmpxchg((u32 *)&hdr->arm, (__force u32)cpu_to_le32(arm),
+		    (__force u32)cpu_to_le32(BZC_CQ_ARM_NONE)) ==
+	    (__force u32)cpu_to_le32(arm))
+		*calls |= BZC_CQ_CALL_COMP;
 out_unlock:
 	spin_unlock_irqrestore(&cq->lock, flags);
+	return posted;
+}
 
-	if (overflow) {
+/**
+ * bzc_cq_notify() - call the handlers bzc_cq_write() found due
+ * @cq: the CQ
+ * @calls: BZC_CQ_CALL_* bits collected by bzc_cq_write()
+ *
+ * Any context; never sleeps. Call with no bzc spinlock held: the
+ * completion handler of a kernel consumer may post and poll again.
+ */
+void bzc_cq_notify(struct bzc_cq *cq, u32 calls)
+{
+	if (calls & BZC_CQ_CALL_OVERFLOW) {
 		bzc_count(to_bdev(cq->ibcq.device), BZC_CNT_CQ_OVERFLOWS, 1);
 		ibdev_err_ratelimited(cq->ibcq.device,
 				      "CQ overflow: %u entries\n",
 				      cq->ring.entries);
 		bzc_cq_error_event(cq);
 	}
-	if (notify && cq->ibcq.comp_handler)
+	if ((calls & BZC_CQ_CALL_COMP) && cq->ibcq.comp_handler)
 		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+}
+
+/**
+ * bzc_cq_post() - write one CQE and call the handlers it makes due
+ * @cq: the CQ
+ * @cqe: the entry
+ * @solicited: the completion of a solicited message
+ *
+ * Any context; never sleeps; the caller holds no bzc spinlock (else
+ * bzc_cq_write() and bzc_cq_notify()).
+ *
+ * Return: false when the CQ has no room (or is already in error): the CQE
+ * is dropped, the CQ is in error and its owner has been told with
+ * IB_EVENT_CQ_ERR.
+ */
+bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited)
+{
+	u32 calls = 0;
+	bool posted;
+
+	posted = bzc_cq_write(cq, cqe, solicited, &calls);
+	bzc_cq_notify(cq, calls);
 	return posted;
 }
