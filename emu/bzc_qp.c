@@ -455,9 +455,20 @@ int bzc_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		return -EOPNOTSUPP;
 
 	mutex_lock(&qp->modify_mutex);
-	cur = (mask & IB_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
-	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
+again:
+	/*
+	 * Modifies are serialized; only the data path changes the state
+	 * meanwhile (to ERR or SQE), so this is rechecked under the lock.
+	 */
+	cur = READ_ONCE(qp->state);
 	err = -EINVAL;
+	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur) {
+		ibdev_info_ratelimited(ibqp->device,
+				       "QP %u: modify from state %u, but the QP is in state %u\n",
+				       ibqp->qp_num, attr->cur_qp_state, cur);
+		goto out;
+	}
+	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
 	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
 		goto out;
 	err = bzc_qp_check_attr(qp, attr, mask);
@@ -470,6 +481,11 @@ int bzc_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	}
 
 	spin_lock(&qp->lock);
+	if (qp->state != cur) {
+		/* Moved to ERR or SQE since: decide again from there. */
+		spin_unlock(&qp->lock);
+		goto again;
+	}
 	if (mask & IB_QP_AV)
 		qp->av = av;
 	if (mask & IB_QP_QKEY)
