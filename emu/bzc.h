@@ -29,9 +29,7 @@
 #define BZC_GID_TBL_LEN 128
 #define BZC_PKEY_TBL_LEN 1
 #define BZC_DEFAULT_PKEY 0xffff
-#define BZC_MAX_CQE (SZ_64K - 1)
-#define BZC_MAX_MR SZ_256K
-#define BZC_MAX_MW SZ_64K
+#define BZC_MAX_MR SZ_256K		/* key table: MRs and windows */
 #define BZC_MAX_SGE 32
 #define BZC_MAX_MSG_SZ (1U << 31)
 #define BZC_MAX_MCAST_GRP 1024
@@ -80,7 +78,17 @@ struct bzc_dev {
 	u32 qp_next;
 	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
 	u32 ah_next;
-	atomic_t srq_count;		/* at most attr.max_srq */
+	/*
+	 * Objects of each kind that exist, each at most its attr.max_*
+	 * (bzc_obj_get()). Kernel PDs' DMA MRs are not counted.
+	 */
+	atomic_t num_pd;
+	atomic_t num_cq;
+	atomic_t num_qp;
+	atomic_t num_srq;
+	atomic_t num_mr;
+	atomic_t num_mw;
+	atomic_t num_ah;
 	/*
 	 * Multicast groups by MGID (bzc_mcast.c): each lists the QPs
 	 * attached to it, without holding references. A QP is detached from
@@ -97,6 +105,25 @@ struct bzc_dev {
 static inline void bzc_count(struct bzc_dev *bdev, enum bzc_counter c, u64 n)
 {
 	this_cpu_add(bdev->stats->v[c], n);
+}
+
+/*
+ * Count one more object against a device limit; -ENOMEM at the limit, as
+ * hardware fails when its tables are full. Any context.
+ */
+static inline int bzc_obj_get(struct bzc_dev *bdev, atomic_t *num, int max,
+			      const char *what)
+{
+	if (atomic_add_unless(num, 1, max))
+		return 0;
+	ibdev_info_ratelimited(&bdev->ibdev, "%s limit of %d reached\n",
+			       what, max);
+	return -ENOMEM;
+}
+
+static inline void bzc_obj_put(atomic_t *num)
+{
+	atomic_dec(num);
 }
 
 struct bzc_ucontext {

@@ -25,9 +25,9 @@ static struct bzc_cqe *bzc_cq_slot(struct bzc_ring *ring, u32 index)
 	       (size_t)(index & (ring->entries - 1)) * sizeof(struct bzc_cqe);
 }
 
-static int bzc_cq_entries(int cqe, u32 *entries)
+static int bzc_cq_entries(struct bzc_cq *cq, int cqe, u32 *entries)
 {
-	if (cqe < 1 || cqe > BZC_MAX_CQE)
+	if (cqe < 1 || cqe > to_bdev(cq->ibcq.device)->attr.max_cqe)
 		return -EINVAL;
 	*entries = roundup_pow_of_two(cqe);
 	return 0;
@@ -55,6 +55,7 @@ static int bzc_cq_respond(struct ib_udata *udata, struct bzc_ring *ring)
 int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		  struct ib_udata *udata)
 {
+	struct bzc_dev *bdev = to_bdev(ibcq->device);
 	struct bzc_cq *cq = to_bcq(ibcq);
 	u32 entries;
 	int err;
@@ -67,24 +68,31 @@ int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (udata && udata->inlen &&
 	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EOPNOTSUPP;
-	err = bzc_cq_entries(attr->cqe, &entries);
+	err = bzc_cq_entries(cq, attr->cqe, &entries);
+	if (err)
+		return err;
+	err = bzc_obj_get(bdev, &bdev->num_cq, bdev->attr.max_cq, "CQ");
 	if (err)
 		return err;
 
 	spin_lock_init(&cq->lock);
 	err = bzc_cq_ring_alloc(&cq->ring, udata, entries);
 	if (err)
-		return err;
+		goto err_count;
 
 	/* A kernel consumer's ring stays private; it polls through bzc_kcq.c. */
 	err = udata ? bzc_cq_respond(udata, &cq->ring) : 0;
-	if (err) {
-		bzc_ring_free(&cq->ring);
-		return err;
-	}
+	if (err)
+		goto err_ring;
 
 	ibcq->cqe = entries;
 	return 0;
+
+err_ring:
+	bzc_ring_free(&cq->ring);
+err_count:
+	bzc_obj_put(&bdev->num_cq);
+	return err;
 }
 
 int bzc_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
@@ -92,6 +100,7 @@ int bzc_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	struct bzc_cq *cq = to_bcq(ibcq);
 
 	bzc_ring_free(&cq->ring);
+	bzc_obj_put(&to_bdev(ibcq->device)->num_cq);
 	return 0;
 }
 
@@ -110,7 +119,7 @@ int bzc_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 
 	if (!udata)
 		return -EOPNOTSUPP;
-	err = bzc_cq_entries(cqe, &entries);
+	err = bzc_cq_entries(cq, cqe, &entries);
 	if (err)
 		return err;
 

@@ -139,6 +139,9 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	err = bzc_qp_check_caps(bdev, init);
 	if (err)
 		return err;
+	err = bzc_obj_get(bdev, &bdev->num_qp, bdev->attr.max_qp, "QP");
+	if (err)
+		return err;
 
 	refcount_set(&qp->refcnt, 1);
 	init_completion(&qp->released);
@@ -156,7 +159,7 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 
 	err = bzc_qp_alloc_scratch(qp);
 	if (err)
-		return err;
+		goto err_count;
 	err = bzc_qp_alloc_sq(qp, bdev, &init->cap, udata);
 	if (err)
 		goto err_scratch;
@@ -212,6 +215,8 @@ err_rings:
 	bzc_qp_free_rings(qp);
 err_scratch:
 	bzc_qp_free_scratch(qp);
+err_count:
+	bzc_obj_put(&bdev->num_qp);
 	return err;
 }
 
@@ -251,6 +256,7 @@ int bzc_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 
 	bzc_qp_free_rings(qp);
 	bzc_qp_free_scratch(qp);
+	bzc_obj_put(&to_bdev(ibqp->device)->num_qp);
 	return 0;
 }
 
