@@ -137,6 +137,15 @@ struct bzc_pd {
 	struct bzc_mr_cache *mrc;	/* user PDs: pinned ranges by address */
 };
 
+/*
+ * Allocation flags for what an object needs: a process's objects (udata)
+ * are charged to its memory cgroup, kernel consumers' are not.
+ */
+static inline gfp_t bzc_gfp(struct ib_udata *udata)
+{
+	return udata ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
+}
+
 /* Kernel memory (vmalloc_user) that a process maps through its ucontext. */
 struct bzc_mmap_entry {
 	struct rdma_user_mmap_entry rdma_entry;
@@ -536,7 +545,7 @@ void bzc_sq_kick(struct bzc_qp *qp);
 void bzc_sq_work(struct work_struct *work);
 int bzc_recv_ring_take(struct bzc_ring *ring, u32 *cons, u32 wqe_size,
 		       u32 max_sge, struct bzc_recv_wqe *rqe);
-int bzc_qp_alloc_scratch(struct bzc_qp *qp);
+int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp);
 void bzc_qp_free_scratch(struct bzc_qp *qp);
 
 #endif /* BZC_H */

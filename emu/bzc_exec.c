@@ -1079,11 +1079,11 @@ void bzc_sq_work(struct work_struct *work)
 }
 
 /* Scratch space a QP's executor needs; allocated with the QP. */
-int bzc_qp_alloc_scratch(struct bzc_qp *qp)
+int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp)
 {
-	qp->local_sgl = kzalloc(sizeof(struct bzc_sgl), GFP_KERNEL);
-	qp->peer_sgl = kzalloc(sizeof(struct bzc_sgl), GFP_KERNEL);
-	qp->peer_rqe = kzalloc(BZC_PEER_RQE_BYTES, GFP_KERNEL);
+	qp->local_sgl = kzalloc(sizeof(struct bzc_sgl), gfp);
+	qp->peer_sgl = kzalloc(sizeof(struct bzc_sgl), gfp);
+	qp->peer_rqe = kzalloc(BZC_PEER_RQE_BYTES, gfp);
 	if (qp->local_sgl && qp->peer_sgl && qp->peer_rqe)
 		return 0;
 	bzc_qp_free_scratch(qp);

@@ -56,7 +56,7 @@ static int bzc_qp_alloc_sq(struct bzc_qp *qp, struct bzc_dev *bdev,
 	bzc_wq_size(cap->max_send_wr, BZC_SEND_WQE_DATA_OFFSET,
 		    max(cap->max_send_sge * (u32)sizeof(struct bzc_sge),
 			cap->max_inline_data), &entries, &slot);
-	qp->sq_wqe = kmalloc(slot, GFP_KERNEL);
+	qp->sq_wqe = kmalloc(slot, bzc_gfp(udata));
 	if (!qp->sq_wqe)
 		return -ENOMEM;
 	err = bzc_ring_alloc(&qp->sq, udata, BZC_WQ_RING_WQE_OFFSET, slot,
@@ -86,7 +86,7 @@ static int bzc_qp_alloc_rq(struct bzc_qp *qp, struct bzc_dev *bdev,
 
 	bzc_wq_size(cap->max_recv_wr, BZC_RECV_WQE_HDR,
 		    cap->max_recv_sge * sizeof(struct bzc_sge), &entries, &slot);
-	qp->rq_wqe = kmalloc(slot, GFP_KERNEL);
+	qp->rq_wqe = kmalloc(slot, bzc_gfp(udata));
 	if (!qp->rq_wqe)
 		return -ENOMEM;
 	err = bzc_ring_alloc(&qp->rq, udata, BZC_WQ_RING_WQE_OFFSET, slot,
@@ -157,7 +157,7 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->path_mtu = IB_MTU_1024;
 
-	err = bzc_qp_alloc_scratch(qp);
+	err = bzc_qp_alloc_scratch(qp, bzc_gfp(udata));
 	if (err)
 		goto err_count;
 	err = bzc_qp_alloc_sq(qp, bdev, &init->cap, udata);
@@ -202,7 +202,7 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	} else {
 		err = xa_alloc_cyclic(&bdev->qp_xa, &qpn, qp,
 				      XA_LIMIT(BZC_MIN_QPN, BZC_MAX_QPN),
-				      &bdev->qp_next, GFP_KERNEL);
+				      &bdev->qp_next, bzc_gfp(udata));
 	}
 	if (err < 0) {
 		err = err == -EBUSY ? -ENOMEM : err;
