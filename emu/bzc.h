@@ -29,9 +29,7 @@
 #define BZC_GID_TBL_LEN 128
 #define BZC_PKEY_TBL_LEN 1
 #define BZC_DEFAULT_PKEY 0xffff
-#define BZC_MAX_CQE (SZ_64K - 1)
-#define BZC_MAX_MR SZ_256K
-#define BZC_MAX_MW SZ_64K
+#define BZC_MAX_MR SZ_256K		/* key table: MRs and windows */
 #define BZC_MAX_SGE 32
 #define BZC_MAX_MSG_SZ (1U << 31)
 #define BZC_MAX_MCAST_GRP 1024
@@ -80,7 +78,17 @@ struct bzc_dev {
 	u32 qp_next;
 	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
 	u32 ah_next;
-	atomic_t srq_count;		/* at most attr.max_srq */
+	/*
+	 * Objects of each kind that exist, each at most its attr.max_*
+	 * (bzc_obj_get()). Kernel PDs' DMA MRs are not counted.
+	 */
+	atomic_t num_pd;
+	atomic_t num_cq;
+	atomic_t num_qp;
+	atomic_t num_srq;
+	atomic_t num_mr;
+	atomic_t num_mw;
+	atomic_t num_ah;
 	/*
 	 * Multicast groups by MGID (bzc_mcast.c): each lists the QPs
 	 * attached to it, without holding references. A QP is detached from
@@ -99,6 +107,25 @@ static inline void bzc_count(struct bzc_dev *bdev, enum bzc_counter c, u64 n)
 	this_cpu_add(bdev->stats->v[c], n);
 }
 
+/*
+ * Count one more object against a device limit; -ENOMEM at the limit, as
+ * hardware fails when its tables are full. Any context.
+ */
+static inline int bzc_obj_get(struct bzc_dev *bdev, atomic_t *num, int max,
+			      const char *what)
+{
+	if (atomic_add_unless(num, 1, max))
+		return 0;
+	ibdev_info_ratelimited(&bdev->ibdev, "%s limit of %d reached\n",
+			       what, max);
+	return -ENOMEM;
+}
+
+static inline void bzc_obj_put(atomic_t *num)
+{
+	atomic_dec(num);
+}
+
 struct bzc_ucontext {
 	struct ib_ucontext ibuc;
 };
@@ -109,6 +136,15 @@ struct bzc_pd {
 	struct ib_pd ibpd;
 	struct bzc_mr_cache *mrc;	/* user PDs: pinned ranges by address */
 };
+
+/*
+ * Allocation flags for what an object needs: a process's objects (udata)
+ * are charged to its memory cgroup, kernel consumers' are not.
+ */
+static inline gfp_t bzc_gfp(struct ib_udata *udata)
+{
+	return udata ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
+}
 
 /* Kernel memory (vmalloc_user) that a process maps through its ucontext. */
 struct bzc_mmap_entry {
@@ -390,6 +426,12 @@ int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		  struct ib_udata *udata);
 int bzc_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int bzc_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
+/* Handlers bzc_cq_write() leaves to bzc_cq_notify(). */
+#define BZC_CQ_CALL_COMP	BIT(0)	/* comp_handler: the CQ was armed */
+#define BZC_CQ_CALL_OVERFLOW	BIT(1)	/* IB_EVENT_CQ_ERR: it overflowed */
+bool bzc_cq_write(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited,
+		  u32 *calls);
+void bzc_cq_notify(struct bzc_cq *cq, u32 calls);
 bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited);
 
 /* bzc_mr.c */
@@ -521,7 +563,7 @@ void bzc_sq_kick(struct bzc_qp *qp);
 void bzc_sq_work(struct work_struct *work);
 int bzc_recv_ring_take(struct bzc_ring *ring, u32 *cons, u32 wqe_size,
 		       u32 max_sge, struct bzc_recv_wqe *rqe);
-int bzc_qp_alloc_scratch(struct bzc_qp *qp);
+int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp);
 void bzc_qp_free_scratch(struct bzc_qp *qp);
 
 #endif /* BZC_H */

@@ -55,12 +55,17 @@ int bzc_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 	err = bzc_av_from_attr(&ah->av, init_attr->ah_attr);
 	if (err)
 		return err;
+	err = bzc_obj_get(bdev, &bdev->num_ah, bdev->attr.max_ah, "AH");
+	if (err)
+		return err;
 
 	err = xa_alloc_cyclic(&bdev->ah_xa, &ah->index, ah,
 			      XA_LIMIT(1, BZC_MAX_AH_INDEX), &bdev->ah_next,
 			      GFP_ATOMIC);
-	if (err < 0)
-		return err == -EBUSY ? -ENOMEM : err;
+	if (err < 0) {
+		err = err == -EBUSY ? -ENOMEM : err;
+		goto err_count;
+	}
 
 	if (udata) {
 		resp.ah_index = ah->index;
@@ -68,10 +73,14 @@ int bzc_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 				       min(udata->outlen, sizeof(resp)));
 		if (err) {
 			xa_erase(&bdev->ah_xa, ah->index);
-			return err;
+			goto err_count;
 		}
 	}
 	return 0;
+
+err_count:
+	bzc_obj_put(&bdev->num_ah);
+	return err;
 }
 
 int bzc_destroy_ah(struct ib_ah *ibah, u32 flags)
@@ -79,6 +88,7 @@ int bzc_destroy_ah(struct ib_ah *ibah, u32 flags)
 	struct bzc_ah *ah = to_bah(ibah);
 
 	xa_erase(&to_bdev(ibah->device)->ah_xa, ah->index);
+	bzc_obj_put(&to_bdev(ibah->device)->num_ah);
 	return 0;
 }
 

@@ -25,9 +25,9 @@ static struct bzc_cqe *bzc_cq_slot(struct bzc_ring *ring, u32 index)
 	       (size_t)(index & (ring->entries - 1)) * sizeof(struct bzc_cqe);
 }
 
-static int bzc_cq_entries(int cqe, u32 *entries)
+static int bzc_cq_entries(struct bzc_cq *cq, int cqe, u32 *entries)
 {
-	if (cqe < 1 || cqe > BZC_MAX_CQE)
+	if (cqe < 1 || cqe > to_bdev(cq->ibcq.device)->attr.max_cqe)
 		return -EINVAL;
 	*entries = roundup_pow_of_two(cqe);
 	return 0;
@@ -55,6 +55,7 @@ static int bzc_cq_respond(struct ib_udata *udata, struct bzc_ring *ring)
 int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		  struct ib_udata *udata)
 {
+	struct bzc_dev *bdev = to_bdev(ibcq->device);
 	struct bzc_cq *cq = to_bcq(ibcq);
 	u32 entries;
 	int err;
@@ -67,24 +68,31 @@ int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (udata && udata->inlen &&
 	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EOPNOTSUPP;
-	err = bzc_cq_entries(attr->cqe, &entries);
+	err = bzc_cq_entries(cq, attr->cqe, &entries);
+	if (err)
+		return err;
+	err = bzc_obj_get(bdev, &bdev->num_cq, bdev->attr.max_cq, "CQ");
 	if (err)
 		return err;
 
 	spin_lock_init(&cq->lock);
 	err = bzc_cq_ring_alloc(&cq->ring, udata, entries);
 	if (err)
-		return err;
+		goto err_count;
 
 	/* A kernel consumer's ring stays private; it polls through bzc_kcq.c. */
 	err = udata ? bzc_cq_respond(udata, &cq->ring) : 0;
-	if (err) {
-		bzc_ring_free(&cq->ring);
-		return err;
-	}
+	if (err)
+		goto err_ring;
 
 	ibcq->cqe = entries;
 	return 0;
+
+err_ring:
+	bzc_ring_free(&cq->ring);
+err_count:
+	bzc_obj_put(&bdev->num_cq);
+	return err;
 }
 
 int bzc_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
@@ -92,6 +100,7 @@ int bzc_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	struct bzc_cq *cq = to_bcq(ibcq);
 
 	bzc_ring_free(&cq->ring);
+	bzc_obj_put(&to_bdev(ibcq->device)->num_cq);
 	return 0;
 }
 
@@ -110,7 +119,7 @@ int bzc_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 
 	if (!udata)
 		return -EOPNOTSUPP;
-	err = bzc_cq_entries(cqe, &entries);
+	err = bzc_cq_entries(cq, cqe, &entries);
 	if (err)
 		return err;
 
@@ -173,15 +182,25 @@ static bool bzc_cq_arm_fires(u32 arm, const struct bzc_cqe *cqe,
 	       (solicited || cqe->status != IB_WC_SUCCESS);
 }
 
-/*
- * Write one CQE. Any context; never sleeps. Returns false when the CQ has
- * no room (or is already in error): the CQE is dropped, the CQ is in error
- * and its owner has been told with IB_EVENT_CQ_ERR.
+/**
+ * bzc_cq_write() - write one CQE, leaving the handlers to the caller
+ * @cq: the CQ
+ * @cqe: the entry
+ * @solicited: the completion of a solicited message (arming for solicited)
+ * @calls: BZC_CQ_CALL_* bits of the handlers that are due are ORed in
+ *
+ * Any context; never sleeps. The caller may hold its own locks: it calls
+ * bzc_cq_notify() with @calls once it has dropped them, so that a handler
+ * that posts again (a kernel consumer's) never finds a bzc lock held.
+ *
+ * Return: false when the CQ has no room (or is already in error): the CQE
+ * is dropped and the CQ is in error.
  */
-bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited)
+bool bzc_cq_write(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited,
+		  u32 *calls)
 {
 	struct bzc_cq_ring_hdr *hdr;
-	bool notify = false, overflow = false, posted = false;
+	bool posted = false;
 	unsigned long flags;
 	u32 cons, arm;
 
@@ -194,7 +213,7 @@ bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited)
 	/* Also catches a cons ahead of prod: the difference wraps. */
 	if (cq->prod - cons >= cq->ring.entries) {
 		cq->overflowed = true;
-		overflow = true;
+		*calls |= BZC_CQ_CALL_OVERFLOW;
 		goto out_unlock;
 	}
 
@@ -207,21 +226,56 @@ bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited)
 	/* Pairs with the process's store of arm before its last poll. */
 	smp_mb();
 	arm = le32_to_cpu(READ_ONCE(hdr->arm));
-	if (bzc_cq_arm_fires(arm, cqe, solicited))
-		notify = cmpxchg((u32 *)&hdr->arm, (__force u32)cpu_to_le32(arm),
-				 (__force u32)cpu_to_le32(BZC_CQ_ARM_NONE)) ==
-			 (__force u32)cpu_to_le32(arm);
+	if (bzc_cq_arm_fires(arm, cqe, solicited) &&
+	    cmpxchg((u32 *)&hdr->arm, (__force u32)cpu_to_le32(arm),
+		    (__force u32)cpu_to_le32(BZC_CQ_ARM_NONE)) ==
+	    (__force u32)cpu_to_le32(arm))
+		*calls |= BZC_CQ_CALL_COMP;
 out_unlock:
 	spin_unlock_irqrestore(&cq->lock, flags);
+	return posted;
+}
 
-	if (overflow) {
+/**
+ * bzc_cq_notify() - call the handlers bzc_cq_write() found due
+ * @cq: the CQ
+ * @calls: BZC_CQ_CALL_* bits collected by bzc_cq_write()
+ *
+ * Any context; never sleeps. Call with no bzc spinlock held: the
+ * completion handler of a kernel consumer may post and poll again.
+ */
+void bzc_cq_notify(struct bzc_cq *cq, u32 calls)
+{
+	if (calls & BZC_CQ_CALL_OVERFLOW) {
 		bzc_count(to_bdev(cq->ibcq.device), BZC_CNT_CQ_OVERFLOWS, 1);
 		ibdev_err_ratelimited(cq->ibcq.device,
 				      "CQ overflow: %u entries\n",
 				      cq->ring.entries);
 		bzc_cq_error_event(cq);
 	}
-	if (notify && cq->ibcq.comp_handler)
+	if ((calls & BZC_CQ_CALL_COMP) && cq->ibcq.comp_handler)
 		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+}
+
+/**
+ * bzc_cq_post() - write one CQE and call the handlers it makes due
+ * @cq: the CQ
+ * @cqe: the entry
+ * @solicited: the completion of a solicited message
+ *
+ * Any context; never sleeps; the caller holds no bzc spinlock (else
+ * bzc_cq_write() and bzc_cq_notify()).
+ *
+ * Return: false when the CQ has no room (or is already in error): the CQE
+ * is dropped, the CQ is in error and its owner has been told with
+ * IB_EVENT_CQ_ERR.
+ */
+bool bzc_cq_post(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited)
+{
+	u32 calls = 0;
+	bool posted;
+
+	posted = bzc_cq_write(cq, cqe, solicited, &calls);
+	bzc_cq_notify(cq, calls);
 	return posted;
 }

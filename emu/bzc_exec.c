@@ -29,8 +29,14 @@
 
 struct workqueue_struct *bzc_wq;
 
-/* WQEs moving at most this many bytes run in the doorbell syscall. */
+/*
+ * What one doorbell syscall runs itself: at most this many WQEs (flushed
+ * ones included) moving at most this many bytes in all; the worker takes
+ * the rest, at most BZC_WORKER_WQES per pass.
+ */
+#define BZC_DOORBELL_WQES	64
 #define BZC_DOORBELL_BYTES	SZ_64K
+#define BZC_WORKER_WQES		1024
 #define BZC_GRH_BYTES		40
 #define BZC_PEER_RQE_BYTES	(sizeof(struct bzc_recv_wqe) + \
 				 BZC_MAX_SGE * sizeof(struct bzc_sge))
@@ -958,31 +964,41 @@ static void bzc_sq_error(struct bzc_qp *qp)
 }
 
 /*
- * Execute (or, in ERR/SQE, flush) the SQ's WQEs. Holds sq_mutex. Returns
- * true when a WQE larger than `budget` bytes is next: the worker takes it.
+ * Execute (or, in ERR/SQE, flush) the SQ's WQEs that the producer index
+ * shows when the run starts, at most `max_wqes` of them (flushed ones
+ * included) and, unless `max_bytes` is U64_MAX, no WQE that would take the
+ * bytes moved past `max_bytes`. Holds sq_mutex. Returns true when WQEs of
+ * that snapshot are left: the caller hands them to the worker.
+ *
+ * prod is read once: a process that keeps posting while another of its
+ * threads rings the doorbell must not keep the kernel in this loop.
  */
-static bool bzc_sq_run(struct bzc_qp *qp, u64 budget, bool may_sleep)
+static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
+		       bool may_sleep)
 {
 	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
 	struct bzc_wq_ring_hdr *hdr = qp->sq.kaddr;
 	struct bzc_send_wqe *wqe = qp->sq_wqe;
 	struct bzc_result res;
 	enum ib_qp_state state;
-	u32 prod;
+	u32 prod, done = 0;
 
-	for (;;) {
+	/* Pairs with the process's release of prod after its WQEs. */
+	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
+	if (prod - qp->sq_cons > qp->sq.entries) {
+		ibdev_info_ratelimited(qp->ibqp.device,
+				       "QP %u: send queue producer index %u is beyond the ring\n",
+				       qp->ibqp.qp_num, prod);
+		bzc_qp_error(qp, IB_EVENT_QP_FATAL);
+		return false;
+	}
+
+	for (; qp->sq_cons != prod; done++) {
+		if (done == max_wqes)
+			return true;
+		if (done && may_sleep)
+			cond_resched();
 		state = READ_ONCE(qp->state);
-		/* Pairs with the process's release of prod after its WQEs. */
-		prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
-		if (prod == qp->sq_cons)
-			return false;
-		if (prod - qp->sq_cons > qp->sq.entries) {
-			ibdev_info_ratelimited(qp->ibqp.device,
-					       "QP %u: send queue producer index %u is beyond the ring\n",
-					       qp->ibqp.qp_num, prod);
-			bzc_qp_error(qp, IB_EVENT_QP_FATAL);
-			return false;
-		}
 		memcpy(wqe, bzc_wq_slot(&qp->sq, qp->sq_cons, qp->sq_wqe_size),
 		       qp->sq_wqe_size);
 
@@ -999,8 +1015,8 @@ static bool bzc_sq_run(struct bzc_qp *qp, u64 budget, bool may_sleep)
 					 qp->rnr_until - jiffies);
 			return false;
 		}
-		if (budget != U64_MAX && bzc_wqe_valid(qp, wqe) &&
-		    bzc_wqe_bytes(wqe) > budget)
+		if (max_bytes != U64_MAX && bzc_wqe_valid(qp, wqe) &&
+		    bzc_wqe_bytes(wqe) > max_bytes)
 			return true;
 
 		bzc_exec_wqe(qp, wqe, may_sleep, &res);
@@ -1022,46 +1038,52 @@ static bool bzc_sq_run(struct bzc_qp *qp, u64 budget, bool may_sleep)
 			bzc_sq_complete(qp, wqe, res.status, res.byte_len);
 		if (res.status != IB_WC_SUCCESS)
 			bzc_sq_error(qp);
-		if (budget != U64_MAX)
-			budget -= min(budget, res.byte_len);
-		if (may_sleep)
-			cond_resched();
+		if (max_bytes != U64_MAX)
+			max_bytes -= min(max_bytes, res.byte_len);
 	}
+	return false;
 }
 
-/* The doorbell: run short WQEs right here, hand the rest to the worker. */
+/* The doorbell: run a few short WQEs right here, hand the rest to the worker. */
 void bzc_sq_kick(struct bzc_qp *qp)
 {
 	bool more;
 
 	bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_DOORBELLS, 1);
 	if (!mutex_trylock(&qp->sq_mutex)) {
-		/* The holder may be past its last look at prod: requeue. */
+		/* The holder may be past its look at prod: requeue. */
 		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
 		return;
 	}
-	more = bzc_sq_run(qp, BZC_DOORBELL_BYTES, false);
+	more = bzc_sq_run(qp, BZC_DOORBELL_WQES, BZC_DOORBELL_BYTES, false);
 	mutex_unlock(&qp->sq_mutex);
 	if (more)
 		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
 }
 
+/*
+ * The worker: one bounded pass, then it queues itself again if WQEs are
+ * left, so a busy QP shares the workqueue and the CPU with the others.
+ */
 void bzc_sq_work(struct work_struct *work)
 {
 	struct bzc_qp *qp = container_of(to_delayed_work(work), struct bzc_qp,
 					 sq_work);
+	bool more;
 
 	mutex_lock(&qp->sq_mutex);
-	bzc_sq_run(qp, U64_MAX, true);
+	more = bzc_sq_run(qp, BZC_WORKER_WQES, U64_MAX, true);
 	mutex_unlock(&qp->sq_mutex);
+	if (more)
+		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
 }
 
 /* Scratch space a QP's executor needs; allocated with the QP. */
-int bzc_qp_alloc_scratch(struct bzc_qp *qp)
+int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp)
 {
-	qp->local_sgl = kzalloc(sizeof(struct bzc_sgl), GFP_KERNEL);
-	qp->peer_sgl = kzalloc(sizeof(struct bzc_sgl), GFP_KERNEL);
-	qp->peer_rqe = kzalloc(BZC_PEER_RQE_BYTES, GFP_KERNEL);
+	qp->local_sgl = kzalloc(sizeof(struct bzc_sgl), gfp);
+	qp->peer_sgl = kzalloc(sizeof(struct bzc_sgl), gfp);
+	qp->peer_rqe = kzalloc(BZC_PEER_RQE_BYTES, gfp);
 	if (qp->local_sgl && qp->peer_sgl && qp->peer_rqe)
 		return 0;
 	bzc_qp_free_scratch(qp);

@@ -28,7 +28,7 @@ static struct bzc_mmap_entry *bzc_mmap_insert(struct ib_ucontext *ibuc,
 	struct bzc_mmap_entry *entry;
 	int err;
 
-	entry = kzalloc(sizeof(*entry), GFP_KERNEL);
+	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
 	if (!entry)
 		return ERR_PTR(-ENOMEM);
 
@@ -118,6 +118,40 @@ void bzc_mmap_free(struct rdma_user_mmap_entry *rdma_entry)
 }
 
 /*
+ * Zeroed pages for a process's ring, charged to its memory cgroup: a full
+ * cgroup fails the allocation (-ENOMEM) rather than invoking its OOM
+ * killer. Mapped like vmalloc_user() memory (VM_USERMAP, which
+ * remap_vmalloc_range() wants); vfree() frees the pages and the array.
+ */
+static void *bzc_ring_vmalloc_user(size_t len)
+{
+	const gfp_t gfp = GFP_KERNEL_ACCOUNT | __GFP_ZERO |
+			  __GFP_RETRY_MAYFAIL | __GFP_NOWARN;
+	unsigned int i, n = len >> PAGE_SHIFT;
+	struct page **pages;
+	void *kaddr;
+
+	pages = kvcalloc(n, sizeof(*pages),
+			 GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL);
+	if (!pages)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		pages[i] = alloc_page(gfp);
+		if (!pages[i])
+			goto err_free;
+	}
+	kaddr = vmap(pages, n, VM_MAP | VM_USERMAP | VM_MAP_PUT_PAGES,
+		     PAGE_KERNEL);
+	if (kaddr)
+		return kaddr;
+err_free:
+	while (i--)
+		__free_page(pages[i]);
+	kvfree(pages);
+	return NULL;
+}
+
+/*
  * Allocate a zeroed ring of `entries` slots after a header of `hdr_bytes`.
  * With udata (a user object) the ring is also offered for mmap and
  * ring->mmap_key/mmap_len say where; a kernel consumer's ring is private.
@@ -132,7 +166,8 @@ int bzc_ring_alloc(struct bzc_ring *ring, struct ib_udata *udata,
 	if (len > U32_MAX)
 		return -EINVAL;
 
-	ring->kaddr = vmalloc_user(len);
+	/* A process's ring counts against its memory cgroup. */
+	ring->kaddr = udata ? bzc_ring_vmalloc_user(len) : vmalloc_user(len);
 	if (!ring->kaddr)
 		return -ENOMEM;
 	ring->entries = entries;

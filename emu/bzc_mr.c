@@ -75,10 +75,15 @@ struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	/* No driver request is defined; a newer one must be all zero. */
 	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return ERR_PTR(-EOPNOTSUPP);
+	err = bzc_obj_get(bdev, &bdev->num_mr, bdev->attr.max_mr, "MR");
+	if (err)
+		return ERR_PTR(err);
 
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
-	if (!mr)
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL_ACCOUNT);
+	if (!mr) {
+		bzc_obj_put(&bdev->num_mr);
 		return ERR_PTR(-ENOMEM);
+	}
 
 	mr->umem = ib_umem_get(ibpd->device, start, length, access);
 	if (IS_ERR(mr->umem)) {
@@ -111,6 +116,7 @@ err_release:
 	ib_umem_release(mr->umem);
 err_free:
 	kfree(mr);
+	bzc_obj_put(&bdev->num_mr);
 	return ERR_PTR(err);
 }
 
@@ -151,6 +157,9 @@ int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	err = bzc_mr_unpublish(to_bdev(ibmr->device), mr);
 	if (err)
 		return err;
+	/* A kernel PD's DMA MR (bzc_get_dma_mr()) is not counted. */
+	if (!bzc_mr_is_kernel(mr))
+		bzc_obj_put(&to_bdev(ibmr->device)->num_mr);
 	bzc_mr_destroy(mr);
 	return 0;
 }
@@ -200,6 +209,7 @@ struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	/* The old keys stop resolving now, unless a bind won the race. */
 	if (bzc_mr_unpublish(bdev, mr)) {
 		bzc_mr_unpublish(bdev, to_bmr(new));
+		bzc_obj_put(&bdev->num_mr);
 		bzc_mr_destroy(to_bmr(new));
 		return ERR_PTR(-EBUSY);
 	}

@@ -37,13 +37,19 @@ int bzc_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EOPNOTSUPP;
 
+	err = bzc_obj_get(bdev, &bdev->num_mw, bdev->attr.max_mw, "MW");
+	if (err)
+		return err;
+
 	spin_lock_init(&mw->lock);
 	err = xa_alloc_cyclic(&bdev->mr_xa, &index,
 			      xa_tag_pointer(mw, BZC_KEY_TAG_MW),
 			      XA_LIMIT(1, BZC_MAX_MR), &bdev->mr_next,
 			      GFP_KERNEL);
-	if (err < 0)
+	if (err < 0) {
+		bzc_obj_put(&bdev->num_mw);
 		return err == -EBUSY ? -ENOMEM : err;
+	}
 
 	/* Unbound: the rkey resolves to nothing until a bind. */
 	mw->rkey = index << 8 | (bdev->mr_next & 0xff);
@@ -81,6 +87,7 @@ int bzc_dealloc_mw(struct ib_mw *ibmw)
 	/* Unreachable now; no lock needed for the last look. */
 	mr = bzc_mw_unbind(mw);
 	bzc_mw_release_mr(mr);
+	bzc_obj_put(&bdev->num_mw);
 	return 0;
 }
 

@@ -56,7 +56,7 @@ static int bzc_qp_alloc_sq(struct bzc_qp *qp, struct bzc_dev *bdev,
 	bzc_wq_size(cap->max_send_wr, BZC_SEND_WQE_DATA_OFFSET,
 		    max(cap->max_send_sge * (u32)sizeof(struct bzc_sge),
 			cap->max_inline_data), &entries, &slot);
-	qp->sq_wqe = kmalloc(slot, GFP_KERNEL);
+	qp->sq_wqe = kmalloc(slot, bzc_gfp(udata));
 	if (!qp->sq_wqe)
 		return -ENOMEM;
 	err = bzc_ring_alloc(&qp->sq, udata, BZC_WQ_RING_WQE_OFFSET, slot,
@@ -86,7 +86,7 @@ static int bzc_qp_alloc_rq(struct bzc_qp *qp, struct bzc_dev *bdev,
 
 	bzc_wq_size(cap->max_recv_wr, BZC_RECV_WQE_HDR,
 		    cap->max_recv_sge * sizeof(struct bzc_sge), &entries, &slot);
-	qp->rq_wqe = kmalloc(slot, GFP_KERNEL);
+	qp->rq_wqe = kmalloc(slot, bzc_gfp(udata));
 	if (!qp->rq_wqe)
 		return -ENOMEM;
 	err = bzc_ring_alloc(&qp->rq, udata, BZC_WQ_RING_WQE_OFFSET, slot,
@@ -139,6 +139,9 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	err = bzc_qp_check_caps(bdev, init);
 	if (err)
 		return err;
+	err = bzc_obj_get(bdev, &bdev->num_qp, bdev->attr.max_qp, "QP");
+	if (err)
+		return err;
 
 	refcount_set(&qp->refcnt, 1);
 	init_completion(&qp->released);
@@ -154,9 +157,9 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->path_mtu = IB_MTU_1024;
 
-	err = bzc_qp_alloc_scratch(qp);
+	err = bzc_qp_alloc_scratch(qp, bzc_gfp(udata));
 	if (err)
-		return err;
+		goto err_count;
 	err = bzc_qp_alloc_sq(qp, bdev, &init->cap, udata);
 	if (err)
 		goto err_scratch;
@@ -199,7 +202,7 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	} else {
 		err = xa_alloc_cyclic(&bdev->qp_xa, &qpn, qp,
 				      XA_LIMIT(BZC_MIN_QPN, BZC_MAX_QPN),
-				      &bdev->qp_next, GFP_KERNEL);
+				      &bdev->qp_next, bzc_gfp(udata));
 	}
 	if (err < 0) {
 		err = err == -EBUSY ? -ENOMEM : err;
@@ -212,6 +215,8 @@ err_rings:
 	bzc_qp_free_rings(qp);
 err_scratch:
 	bzc_qp_free_scratch(qp);
+err_count:
+	bzc_obj_put(&bdev->num_qp);
 	return err;
 }
 
@@ -251,12 +256,18 @@ int bzc_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 
 	bzc_qp_free_rings(qp);
 	bzc_qp_free_scratch(qp);
+	bzc_obj_put(&to_bdev(ibqp->device)->num_qp);
 	return 0;
 }
 
-/* Flush every RQE posted so far with IB_WC_WR_FLUSH_ERR. */
+/*
+ * Flush every RQE posted so far with IB_WC_WR_FLUSH_ERR. The CQEs are
+ * written in order under rq_lock; the CQ's handlers run after it is
+ * dropped (a kernel consumer's may post receives, which flush again).
+ */
 void bzc_rq_flush(struct bzc_qp *qp)
 {
+	struct bzc_cq *cq = to_bcq(qp->ibqp.recv_cq);
 	struct bzc_wq_ring_hdr *hdr;
 	struct bzc_recv_wqe *rqe = qp->rq_wqe;
 	struct bzc_cqe cqe = {
@@ -265,7 +276,7 @@ void bzc_rq_flush(struct bzc_qp *qp)
 		.qp_num = cpu_to_le32(qp->ibqp.qp_num),
 	};
 	unsigned long flags;
-	u32 prod;
+	u32 prod, calls = 0;
 
 	if (!qp->rq.kaddr)
 		return;
@@ -285,11 +296,13 @@ void bzc_rq_flush(struct bzc_qp *qp)
 		qp->rq_cons++;
 		/* The RQE is copied out: the process may reuse its slot. */
 		smp_store_release(&hdr->cons, cpu_to_le32(qp->rq_cons));
-		bzc_cq_post(to_bcq(qp->ibqp.recv_cq), &cqe, false);
+		bzc_cq_write(cq, &cqe, false, &calls);
 	}
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
+	bzc_cq_notify(cq, calls);
 }
 
+/* Tell the QP's owner; type 0 (IB_EVENT_CQ_ERR, never a QP's): nothing. */
 static void bzc_qp_event(struct bzc_qp *qp, enum ib_event_type type)
 {
 	struct ib_event ev = {
@@ -298,11 +311,14 @@ static void bzc_qp_event(struct bzc_qp *qp, enum ib_event_type type)
 		.event = type,
 	};
 
-	if (qp->ibqp.event_handler)
+	if (type && qp->ibqp.event_handler)
 		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
 }
 
-/* Enter the error state: publish it, flush both queues. */
+/*
+ * Enter the error state: publish it, flush both queues. The caller raises
+ * IB_EVENT_QP_LAST_WQE_REACHED on a QP of an SRQ, holding no lock.
+ */
 static void bzc_qp_enter_error(struct bzc_qp *qp)
 {
 	WRITE_ONCE(wq_hdr(&qp->sq)->error, cpu_to_le32(1));
@@ -320,13 +336,16 @@ static void bzc_qp_enter_error(struct bzc_qp *qp)
 	 * pending, and in its own context (we may be in another QP's).
 	 */
 	mod_delayed_work(bzc_wq, &qp->sq_work, 0);
-	/*
-	 * On an SRQ, the owner learns that the QP takes no more WQEs from it
-	 * (Last WQE Reached): a QP in ERR takes none, and nothing of the
-	 * SRQ is flushed.
-	 */
-	if (qp->ibqp.srq)
-		bzc_qp_event(qp, IB_EVENT_QP_LAST_WQE_REACHED);
+}
+
+/*
+ * The event a QP entering ERR raises besides any error event: on an SRQ,
+ * the owner learns that the QP takes no more WQEs from it (Last WQE
+ * Reached); a QP in ERR takes none, and nothing of the SRQ is flushed.
+ */
+static enum ib_event_type bzc_qp_error_event(struct bzc_qp *qp)
+{
+	return qp->ibqp.srq ? IB_EVENT_QP_LAST_WQE_REACHED : 0;
 }
 
 /*
@@ -347,19 +366,19 @@ void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event)
 	if (!changed)
 		return;
 	bzc_qp_enter_error(qp);
-	if (event)
-		bzc_qp_event(qp, event);
+	bzc_qp_event(qp, bzc_qp_error_event(qp));
+	bzc_qp_event(qp, event);
 }
 
 /*
  * SQD: the executor takes no new WQE; the one it may be running finishes
- * under sq_mutex, and then the SQ is drained.
+ * under sq_mutex, and then the SQ is drained (the caller raises
+ * IB_EVENT_SQ_DRAINED).
  */
 static void bzc_qp_sq_drain(struct bzc_qp *qp)
 {
 	mutex_lock(&qp->sq_mutex);
 	mutex_unlock(&qp->sq_mutex);
-	bzc_qp_event(qp, IB_EVENT_SQ_DRAINED);
 }
 
 /* Forget all WQEs: RESET discards both queues without completions. */
@@ -430,6 +449,7 @@ int bzc_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		  struct ib_udata *udata)
 {
 	struct bzc_qp *qp = to_bqp(ibqp);
+	enum ib_event_type event = 0;
 	enum ib_qp_state cur, next;
 	struct bzc_av av = {};
 	int err;
@@ -441,9 +461,20 @@ int bzc_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		return -EOPNOTSUPP;
 
 	mutex_lock(&qp->modify_mutex);
-	cur = (mask & IB_QP_CUR_STATE) ? attr->cur_qp_state : qp->state;
-	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
+again:
+	/*
+	 * Modifies are serialized; only the data path changes the state
+	 * meanwhile (to ERR or SQE), so this is rechecked under the lock.
+	 */
+	cur = READ_ONCE(qp->state);
 	err = -EINVAL;
+	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur) {
+		ibdev_info_ratelimited(ibqp->device,
+				       "QP %u: modify from state %u, but the QP is in state %u\n",
+				       ibqp->qp_num, attr->cur_qp_state, cur);
+		goto out;
+	}
+	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
 	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
 		goto out;
 	err = bzc_qp_check_attr(qp, attr, mask);
@@ -456,6 +487,11 @@ int bzc_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	}
 
 	spin_lock(&qp->lock);
+	if (qp->state != cur) {
+		/* Moved to ERR or SQE since: decide again from there. */
+		spin_unlock(&qp->lock);
+		goto again;
+	}
 	if (mask & IB_QP_AV)
 		qp->av = av;
 	if (mask & IB_QP_QKEY)
@@ -488,18 +524,23 @@ int bzc_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	spin_unlock(&qp->lock);
 
 	if (next != cur) {
-		if (next == IB_QPS_RESET)
+		if (next == IB_QPS_RESET) {
 			bzc_qp_reset(qp);
-		else if (next == IB_QPS_ERR)
+		} else if (next == IB_QPS_ERR) {
 			bzc_qp_enter_error(qp);
-		else if (next == IB_QPS_RTS)
+			event = bzc_qp_error_event(qp);
+		} else if (next == IB_QPS_RTS) {
 			bzc_sq_kick(qp);	/* resume after SQD/SQE */
-		else if (next == IB_QPS_SQD)
+		} else if (next == IB_QPS_SQD) {
 			bzc_qp_sq_drain(qp);
+			event = IB_EVENT_SQ_DRAINED;
+		}
 	}
 	err = 0;
 out:
 	mutex_unlock(&qp->modify_mutex);
+	/* Not under modify_mutex: a handler may modify the QP again. */
+	bzc_qp_event(qp, event);
 	return err;
 }
 

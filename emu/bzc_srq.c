@@ -49,10 +49,9 @@ int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	    init->attr.max_sge > bdev->attr.max_srq_sge)
 		return -EINVAL;
 
-	if (atomic_inc_return(&bdev->srq_count) > bdev->attr.max_srq) {
-		err = -ENOMEM;
-		goto err_count;
-	}
+	err = bzc_obj_get(bdev, &bdev->num_srq, bdev->attr.max_srq, "SRQ");
+	if (err)
+		return err;
 
 	entries = roundup_pow_of_two(init->attr.max_wr);
 	slot = roundup_pow_of_two(BZC_RECV_WQE_HDR +
@@ -87,7 +86,7 @@ int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 err_ring:
 	bzc_ring_free(&srq->ring);
 err_count:
-	atomic_dec(&bdev->srq_count);
+	bzc_obj_put(&bdev->num_srq);
 	return err;
 }
 
@@ -137,7 +136,7 @@ int bzc_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 int bzc_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
 	bzc_ring_free(&to_bsrq(ibsrq)->ring);
-	atomic_dec(&to_bdev(ibsrq->device)->srq_count);
+	bzc_obj_put(&to_bdev(ibsrq->device)->num_srq);
 	return 0;
 }
 

@@ -2,6 +2,7 @@
 /*
  * bzc: device, port, user context and PD verbs.
  */
+#include <linux/moduleparam.h>
 #include <linux/sizes.h>
 #include <linux/utsname.h>
 #include <net/addrconf.h>
@@ -11,22 +12,98 @@
 
 #include "bzc.h"
 
-/*
- * Limits of the software device. They are what the device model sizes its
- * tables and rings for, in the same range as a mid-size RoCE NIC.
- */
-#define BZC_MAX_QP		SZ_64K
-#define BZC_MAX_QP_WR		SZ_16K
-#define BZC_MAX_CQ		SZ_64K
 #define BZC_MAX_MR_SIZE		(1ULL << 40)
-#define BZC_MAX_PD		SZ_64K
 #define BZC_MAX_QP_RD_ATOM	128
-#define BZC_MAX_AH		SZ_64K
-#define BZC_MAX_SRQ		SZ_64K
 /* Any page size the CPU maps: pages are pinned, not DMA-mapped. */
 #define BZC_PAGE_SIZE_CAP	(PAGE_SIZE | SZ_2M | SZ_1G)
 #define BZC_VENDOR_PART_ID	0x627a
 #define BZC_FW_VER		(1ULL << 32)
+
+/*
+ * Object limits of a device: module parameters, read when a device is
+ * created (`rdma link add`), so a device keeps the limits it reports. The
+ * defaults, also the largest values accepted, are what the device model
+ * sizes its tables and rings for, in the range of a mid-size RoCE NIC.
+ * The parameters only lower them, say to test what happens at a limit.
+ */
+struct bzc_limit {
+	unsigned int val;		/* 0: not set, the maximum */
+	const unsigned int max;
+};
+
+static unsigned int bzc_limit(const struct bzc_limit *limit)
+{
+	return READ_ONCE(limit->val) ?: limit->max;
+}
+
+static int bzc_limit_set(const char *buf, const struct kernel_param *kp)
+{
+	struct bzc_limit *limit = kp->arg;
+	unsigned int v;
+	int err;
+
+	err = kstrtouint(buf, 0, &v);
+	if (err)
+		return err;
+	if (v < 1 || v > limit->max) {
+		pr_info_ratelimited(BZC_DRV_NAME ": %s must be 1 to %u\n",
+				    kp->name, limit->max);
+		return -EINVAL;
+	}
+	WRITE_ONCE(limit->val, v);
+	return 0;
+}
+
+static int bzc_limit_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%u\n", bzc_limit(kp->arg));
+}
+
+static const struct kernel_param_ops bzc_limit_ops = {
+	.set = bzc_limit_set,
+	.get = bzc_limit_get,
+};
+
+static struct bzc_limit bzc_max_qp = { .max = 65536 };
+module_param_cb(max_qp, &bzc_limit_ops, &bzc_max_qp, 0644);
+MODULE_PARM_DESC(max_qp, "QPs per device (at most and by default 65536)");
+
+static struct bzc_limit bzc_max_qp_wr = { .max = 16384 };
+module_param_cb(max_qp_wr, &bzc_limit_ops, &bzc_max_qp_wr, 0644);
+MODULE_PARM_DESC(max_qp_wr,
+		 "work requests per SQ, RQ and SRQ (at most and by default 16384)");
+
+static struct bzc_limit bzc_max_cq = { .max = 65536 };
+module_param_cb(max_cq, &bzc_limit_ops, &bzc_max_cq, 0644);
+MODULE_PARM_DESC(max_cq, "CQs per device (at most and by default 65536)");
+
+static struct bzc_limit bzc_max_cqe = { .max = 65535 };
+module_param_cb(max_cqe, &bzc_limit_ops, &bzc_max_cqe, 0644);
+MODULE_PARM_DESC(max_cqe, "entries per CQ (at most and by default 65535)");
+
+static struct bzc_limit bzc_max_pd = { .max = 65536 };
+module_param_cb(max_pd, &bzc_limit_ops, &bzc_max_pd, 0644);
+MODULE_PARM_DESC(max_pd, "PDs per device (at most and by default 65536)");
+
+/* MRs and windows share the key table: 196608 + 65536 = BZC_MAX_MR. */
+static struct bzc_limit bzc_max_mr = { .max = 196608 };
+module_param_cb(max_mr, &bzc_limit_ops, &bzc_max_mr, 0644);
+MODULE_PARM_DESC(max_mr, "MRs per device (at most and by default 196608)");
+
+static struct bzc_limit bzc_max_mw = { .max = 65536 };
+module_param_cb(max_mw, &bzc_limit_ops, &bzc_max_mw, 0644);
+MODULE_PARM_DESC(max_mw,
+		 "memory windows per device (at most and by default 65536)");
+
+static struct bzc_limit bzc_max_srq = { .max = 65536 };
+module_param_cb(max_srq, &bzc_limit_ops, &bzc_max_srq, 0644);
+MODULE_PARM_DESC(max_srq, "SRQs per device (at most and by default 65536)");
+
+/* AH indexes are 16 bits, 0 unused. */
+static struct bzc_limit bzc_max_ah = { .max = 65535 };
+module_param_cb(max_ah, &bzc_limit_ops, &bzc_max_ah, 0644);
+MODULE_PARM_DESC(max_ah,
+		 "address handles per device (at most and by default 65535)");
 
 void bzc_init_device_attr(struct bzc_dev *bdev)
 {
@@ -41,8 +118,8 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->vendor_id = 0xffffff;	/* no IEEE OUI: a software device */
 	a->vendor_part_id = BZC_VENDOR_PART_ID;
 	a->hw_ver = 1;
-	a->max_qp = BZC_MAX_QP;
-	a->max_qp_wr = BZC_MAX_QP_WR;
+	a->max_qp = bzc_limit(&bzc_max_qp);
+	a->max_qp_wr = bzc_limit(&bzc_max_qp_wr);
 	a->device_cap_flags = IB_DEVICE_SYS_IMAGE_GUID |
 			      IB_DEVICE_PORT_ACTIVE_EVENT |
 			      IB_DEVICE_RC_RNR_NAK_GEN |
@@ -52,20 +129,20 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_send_sge = BZC_MAX_SGE;
 	a->max_recv_sge = BZC_MAX_SGE;
 	a->max_sge_rd = BZC_MAX_SGE;
-	a->max_cq = BZC_MAX_CQ;
-	a->max_cqe = BZC_MAX_CQE;
-	a->max_mr = BZC_MAX_MR;
-	a->max_pd = BZC_MAX_PD;
+	a->max_cq = bzc_limit(&bzc_max_cq);
+	a->max_cqe = bzc_limit(&bzc_max_cqe);
+	a->max_mr = bzc_limit(&bzc_max_mr);
+	a->max_pd = bzc_limit(&bzc_max_pd);
 	a->max_qp_rd_atom = BZC_MAX_QP_RD_ATOM;
 	a->max_qp_init_rd_atom = BZC_MAX_QP_RD_ATOM;
-	a->max_res_rd_atom = BZC_MAX_QP_RD_ATOM * BZC_MAX_QP;
+	a->max_res_rd_atom = BZC_MAX_QP_RD_ATOM * a->max_qp;
 	a->atomic_cap = IB_ATOMIC_HCA;
 	/* SRQ rings are sized like RQ rings; they are not resizable. */
-	a->max_srq = BZC_MAX_SRQ;
-	a->max_srq_wr = BZC_MAX_QP_WR;
+	a->max_srq = bzc_limit(&bzc_max_srq);
+	a->max_srq_wr = a->max_qp_wr;
 	a->max_srq_sge = BZC_MAX_SGE;
-	a->max_ah = BZC_MAX_AH;
-	a->max_mw = BZC_MAX_MW;	/* shares the key table with the MRs */
+	a->max_ah = bzc_limit(&bzc_max_ah);
+	a->max_mw = bzc_limit(&bzc_max_mw);
 	a->max_pkeys = BZC_PKEY_TBL_LEN;
 	a->max_mcast_grp = BZC_MAX_MCAST_GRP;
 	a->max_mcast_qp_attach = BZC_MAX_MCAST_QP_ATTACH;
@@ -199,13 +276,23 @@ static void bzc_disassociate_ucontext(struct ib_ucontext *ibuc)
 
 static int bzc_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
+	struct bzc_dev *bdev = to_bdev(ibpd->device);
+	int err;
+
+	err = bzc_obj_get(bdev, &bdev->num_pd, bdev->attr.max_pd, "PD");
+	if (err)
+		return err;
 	/* A process's PD caches pinned ranges of its memory. */
-	return udata ? bzc_mrc_create(to_bpd(ibpd)) : 0;
+	err = udata ? bzc_mrc_create(to_bpd(ibpd)) : 0;
+	if (err)
+		bzc_obj_put(&bdev->num_pd);
+	return err;
 }
 
 static int bzc_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	bzc_mrc_destroy(to_bpd(ibpd));
+	bzc_obj_put(&to_bdev(ibpd->device)->num_pd);
 	return 0;
 }
 

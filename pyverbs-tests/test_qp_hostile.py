@@ -183,6 +183,12 @@ def send_wqe(wr_id, opcode, flags=WQE_SIGNALED, num_sge=0, inline_len=0,
     return b
 
 
+def sq_slot_size(rig):
+    """The SQ slot size the kernel chose for rig.x: a power of two holding
+    the WQE header and max(SGEs, inline data) (rig.max_inline is that)."""
+    return 1 << (SEND_DATA + rig.max_inline - 1).bit_length()
+
+
 def u32_at(addr):
     return C.c_uint32.from_address(addr)
 
