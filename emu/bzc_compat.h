@@ -7,6 +7,7 @@
 #ifndef BZC_COMPAT_H
 #define BZC_COMPAT_H
 
+#include <linux/bits.h>
 #include <linux/mm.h>
 #include <linux/version.h>
 #include <rdma/ib_verbs.h>
@@ -50,5 +51,15 @@ static inline long bzc_pin_user_pages_remote(struct mm_struct *mm,
 				     NULL, NULL);
 #endif
 }
+
+/*
+ * The remote FLUSH rights: uAPI access bits 8 and 9, which Linux 6.2 named
+ * IB_ACCESS_FLUSH_GLOBAL and IB_ACCESS_FLUSH_PERSISTENT.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 2, 0)
+#define BZC_ACCESS_FLUSH (IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_FLUSH_PERSISTENT)
+#else
+#define BZC_ACCESS_FLUSH (BIT(8) | BIT(9))
+#endif
 
 #endif /* BZC_COMPAT_H */
