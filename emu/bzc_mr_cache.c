@@ -27,6 +27,7 @@
 #include <linux/mm.h>
 
 #include "bzc.h"
+#include "bzc_compat.h"
 
 unsigned int bzc_mr_cache_max_mb = 1024;
 module_param_named(mr_cache_max_mb, bzc_mr_cache_max_mb, uint, 0644);
@@ -173,10 +174,11 @@ static int bzc_mrc_pin_pages(struct bzc_mrc_ent *ent)
 	/* From a worker too: the pages are the PD process's, not current's. */
 	mmap_read_lock(mm);
 	while (done < ent->npages) {
-		ret = pin_user_pages_remote(mm, start + (done << PAGE_SHIFT),
-					    ent->npages - done,
-					    FOLL_WRITE | FOLL_LONGTERM,
-					    ent->pages + done, NULL, NULL);
+		ret = bzc_pin_user_pages_remote(mm,
+						start + (done << PAGE_SHIFT),
+						ent->npages - done,
+						FOLL_WRITE | FOLL_LONGTERM,
+						ent->pages + done);
 		if (ret <= 0)
 			break;
 		done += ret;

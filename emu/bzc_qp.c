@@ -12,6 +12,7 @@
 #include <rdma/bzc_user_ioctl_cmds.h>
 
 #include "bzc.h"
+#include "bzc_compat.h"
 
 #define BZC_MIN_QPN	16	/* 0 and 1 are the special QPs */
 #define BZC_MAX_QPN	((1U << 24) - 1)
@@ -405,6 +406,13 @@ static void bzc_qp_reset(struct bzc_qp *qp)
 	spin_unlock_irq(&qp->rq_lock);
 }
 
+/*
+ * Access rights a QP grants its peers. It also takes the FLUSH rights,
+ * which rdma-core 45 and later set on every RC QP of their tests: bzc
+ * executes no FLUSH, its responder refuses the operation with or without
+ * the right, so granting it opens nothing. MRs do not take them (the 6.2+
+ * core refuses them for a device without FLUSH, bzc_mr.c on 6.1).
+ */
 static int bzc_qp_check_attr(struct bzc_qp *qp, struct ib_qp_attr *attr,
 			     int mask)
 {
@@ -436,7 +444,8 @@ static int bzc_qp_check_attr(struct bzc_qp *qp, struct ib_qp_attr *attr,
 				       IB_ACCESS_REMOTE_READ |
 				       IB_ACCESS_REMOTE_ATOMIC |
 				       IB_ACCESS_LOCAL_WRITE |
-				       IB_ACCESS_MW_BIND)))
+				       IB_ACCESS_MW_BIND |
+				       BZC_ACCESS_FLUSH)))
 		return -EINVAL;
 	if ((mask & IB_QP_CAP) &&
 	    (attr->cap.max_send_wr > qp->sq.entries ||

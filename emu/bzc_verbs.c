@@ -11,6 +11,7 @@
 #include <rdma/uverbs_ioctl.h>
 
 #include "bzc.h"
+#include "bzc_compat.h"
 
 #define BZC_MAX_MR_SIZE		(1ULL << 40)
 #define BZC_MAX_QP_RD_ATOM	128
@@ -318,7 +319,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.alloc_mw = bzc_alloc_mw,
 	.alloc_pd = bzc_alloc_pd,
 	.create_ah = bzc_create_ah,
-	.create_cq = bzc_create_cq,
+	.create_cq = bzc_create_cq_op,
 	.create_qp = bzc_create_qp,
 	.create_srq = bzc_create_srq,
 	.create_user_ah = bzc_create_ah,

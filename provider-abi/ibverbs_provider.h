@@ -4,16 +4,23 @@
  *
  * Distributions install libibverbs.so with its private symbol version
  * (IBVERBS_PRIVATE_<PABI>) but not the header that describes it.  This file
- * is bzc's own description of that interface for exactly one release:
- * rdma-core 44 (libibverbs 1.14.44.x, IBVERBS_PRIVATE_34).  The top-level
- * CMakeLists.txt refuses to configure against any other release, because
- * these layouts changed later while the PABI number stayed 34.
+ * is bzc's own description of that interface (IBVERBS_PRIVATE_34) for the
+ * rdma-core releases of one layout class, chosen at configure time from
+ * the installed release (BZC_RDMA_CORE_CLASS, top-level CMakeLists.txt):
+ *   rdma-core-44.h  rdma-core 44 (Debian 12)
+ *   rdma-core-45.h  rdma-core 45 to 56 (Debian 13: 56)
+ * What is common to both is here; each class header says what differs and
+ * pins the class's absolute layout.  Other releases do not configure: the
+ * layouts changed while the PABI number stayed 34, and 57 changed the PABI.
  *
  * Everything here was written from the documented layout of rdma-core
- * v44.0 (libibverbs/driver.h, kern-abi.h, cmd*.c, device.c, init.c).  Only
- * what providers/bzc uses is declared; structures that libibverbs reads
- * from or writes to are declared in full, because a partial declaration
- * would silently shift every later member.
+ * v44.0 and v56.1 (libibverbs/driver.h, kern-abi.h, cmd*.c, device.c,
+ * init.c).  Only what providers/bzc uses is declared; structures that
+ * libibverbs reads from or writes to are declared in full, because a
+ * partial declaration would silently shift every later member.  Where a
+ * structure ends in a public one that grew (struct verbs_qp ends in
+ * struct ibv_qp_ex), the public header of the installed release supplies
+ * it, and the class header checks that it is the class's.
  *
  * How it is verified:
  *  - the _Static_asserts below pin sizes and offsets, against the public
@@ -142,7 +149,7 @@ enum {
 	VERBS_MATCH_DRIVER_ID = 3,
 };
 
-/* One row of a provider's match table (rdma-core 44 layout). */
+/* One row of a provider's match table (rdma-core 44 to 56 layout). */
 struct verbs_match_ent {
 	void *driver_data;		/* handed back through sysfs_dev->match */
 	union {
@@ -229,8 +236,8 @@ verbs_get_device(const struct ibv_device *dev)
 }
 
 /*
- * Every operation a provider can implement, in the order of rdma-core 44
- * (alphabetical).  verbs_set_ops() copies the non-NULL entries; entries
+ * Every operation a provider can implement, in the order of rdma-core 44 to
+ * 56 (alphabetical).  verbs_set_ops() copies the non-NULL entries; entries
  * left NULL keep the library's defaults, which fail with EOPNOTSUPP (or do
  * nothing, for the void ones).  The order and count (76) are ABI.
  */
@@ -948,9 +955,10 @@ BZC_PABI_ASSERT(offsetof(struct verbs_context, context) +
 
 #if defined(__x86_64__) && defined(__LP64__)
 /*
- * Absolute rdma-core 44 layout on x86_64: offsets obtained by compiling the
- * v44.0 definitions of these structures and printing offsetof() of every
- * member (and identical for i386 with -m32).
+ * Absolute layout on x86_64, the same in both classes: offsets obtained by
+ * compiling the v44.0 definitions of these structures and printing
+ * offsetof() of every member; driver.h and the public structures involved
+ * did not change them up to v56.1.
  */
 BZC_PABI_ASSERT(sizeof(struct ibv_device) == 664);
 BZC_PABI_ASSERT(offsetof(struct verbs_device, refcount) == 672);
@@ -991,11 +999,16 @@ BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, post_recv) == 432);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, post_send) == 440);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, query_qp) == 488);
 BZC_PABI_ASSERT(sizeof(struct ibv_qp) == 160);
-BZC_PABI_ASSERT(sizeof(struct ibv_qp_ex) == 352);
-BZC_PABI_ASSERT(offsetof(struct verbs_qp, comp_mask) == 352);
-BZC_PABI_ASSERT(offsetof(struct verbs_qp, xrcd) == 360);
-BZC_PABI_ASSERT(sizeof(struct verbs_qp) == 368);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, resize_cq) == 568);
+#endif
+
+/* What differs between the layout classes. */
+#if BZC_RDMA_CORE_CLASS == 44
+#include "rdma-core-44.h"
+#elif BZC_RDMA_CORE_CLASS == 45
+#include "rdma-core-45.h"
+#else
+#error "BZC_RDMA_CORE_CLASS must be 44 or 45 (set by CMakeLists.txt)"
 #endif
 
 #endif /* BZC_IBVERBS_PROVIDER_H */

@@ -7,6 +7,7 @@ posting in the wrong state, destroy, and 200 QPs at once."""
 
 import ctypes
 import errno
+import os
 
 import pyverbs.enums as e
 from pyverbs.mr import MR
@@ -438,6 +439,46 @@ def out_of_range(env, field, value, step):
         refused(end.qp, a, mask, f'{step} with {field}={value}', start)
     finally:
         end.close()
+
+
+# IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT: uAPI values, spelled
+# out because rdma-core 44's pyverbs does not name them.
+ACCESS_FLUSH = (1 << 8) | (1 << 9)
+
+
+def test_flush_rights_on_qp(env):
+    """The remote FLUSH rights, which rdma-core 45 and later's own tests
+    set on every RC QP, are accepted on a QP and read back. bzc executes
+    no FLUSH, so the right opens nothing: its responder refuses the
+    operation either way."""
+    end, _ = rc_in(env, e.IBV_QPS_RESET)
+    try:
+        acc = (e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
+               e.IBV_ACCESS_REMOTE_ATOMIC | ACCESS_FLUSH)
+        a = QPAttr()
+        a.qp_state = e.IBV_QPS_INIT
+        a.pkey_index = 0
+        a.port_num = 1
+        a.qp_access_flags = acc
+        end.qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX |
+                      e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+        expect(end.qp, 'INIT with the FLUSH rights',
+               qp_state=e.IBV_QPS_INIT, qp_access_flags=acc)
+    finally:
+        end.close()
+
+
+def test_flush_rights_on_mr_refused(env):
+    """An MR that would accept FLUSH is refused: bzc does not advertise
+    FLUSH. Linux 6.2 and later's core answers EOPNOTSUPP for a device
+    without it; on 6.1 the bits are unknown and bzc answers EINVAL."""
+    _, pd, _ = env
+    release = tuple(int(x) for x in os.uname().release.split('.')[:2])
+    want = errno.EOPNOTSUPP if release >= (6, 2) else errno.EINVAL
+    with pytest.raises(PyverbsRDMAError) as ei:
+        MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
+           ACCESS_FLUSH).close()
+    assert ei.value.error_code == want, str(ei.value)
 
 
 def test_post_in_wrong_state(env):

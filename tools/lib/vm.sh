@@ -66,13 +66,15 @@ chroot /mnt /bin/bash /run/bzc-results/job
 off
 INIT
 
-# vm_initramfs V: build (or reuse) the initramfs for kernel V; print its path.
+# vm_initramfs V [ROOT]: build (or reuse) the initramfs for kernel V of the
+# root ROOT (default /; another release's root: tools/platform); print its
+# path.
 vm_initramfs() {
-	local v=$1 list m path args key out dir f
+	local v=$1 root=${2:-/} list m path args key out dir f
 	list=$(
 		for m in "${vm_boot_modules[@]}"; do
-			modprobe -S "$v" --show-depends "$m" ||
-				die "modprobe -S $v --show-depends $m failed"
+			modprobe -d "$root" -S "$v" --show-depends "$m" ||
+				die "modprobe -d $root -S $v --show-depends $m failed"
 		done | awk '$1 == "insmod" && !seen[$2]++ { $1 = ""; sub(/^ /, ""); print }'
 	)
 	# Keyed by what goes in: the init script, the module list, busybox.
@@ -126,6 +128,9 @@ vm_prepare() {
 # (/tmp, /run, /var/tmp, /dev/shm: a checkout there, its build dir) become
 # extra read-only shares mounted at the same paths; their qemu arguments go
 # to the array vm_share_args. PATHs under /dev, /proc or /sys are refused.
+# With vm_root set to another release's root (tools/platform), which has
+# none of the host's directories, every PATH is shared (its mount point is
+# made in that root first).
 vm_share_dirs() {
 	local dir=$1 p q n=0 hidden=()
 	shift
@@ -134,8 +139,13 @@ vm_share_dirs() {
 	for p in "$@"; do
 		p=$(realpath -m "$p")
 		case $p/ in
-		/tmp/* | /run/* | /var/tmp/* | /dev/shm/*) hidden+=("$p") ;;
 		/dev/* | /proc/* | /sys/*) die "VM mode: $p is not reachable inside the guest" ;;
+		/tmp/* | /run/* | /var/tmp/* | /dev/shm/*) hidden+=("$p") ;;
+		*)
+			[[ ${vm_root:-/} == / ]] && continue
+			mkdir -p "$vm_root$p" || die "cannot make $vm_root$p"
+			hidden+=("$p")
+			;;
 		esac
 	done
 	: >"$dir/share/mounts"
