@@ -226,12 +226,34 @@ int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 }
 
 /*
- * ibv_rereg_mr. Access and PD change in place (the core sets ibmr.pd when
- * this returns NULL); the data path reads them once per lookup, so an
- * operation already under way finishes with the old ones. A new
- * translation, or write rights on pages pinned read-only, needs new
- * pages: that is a new MR with new keys, which the core puts in place of
- * the old one and then deregisters it, waiting for its in-flight users.
+ * Change the access rights and PD of `mr` in place, unless windows are
+ * bound to it (IBA). Checked and changed with mr_xa locked, as
+ * bzc_mw_bind() checks the MR and counts its windows, so no bind falls
+ * between the check and the change. The PD is set here, not only by the
+ * core after rereg returns, for the same reason.
+ */
+static int bzc_mr_change(struct bzc_dev *bdev, struct bzc_mr *mr, int access,
+			 struct ib_pd *pd)
+{
+	xa_lock(&bdev->mr_xa);
+	if (atomic_read(&mr->num_mw)) {
+		xa_unlock(&bdev->mr_xa);
+		return -EBUSY;
+	}
+	WRITE_ONCE(mr->access, access);
+	WRITE_ONCE(mr->ibmr.pd, pd);
+	xa_unlock(&bdev->mr_xa);
+	return 0;
+}
+
+/*
+ * ibv_rereg_mr. Access and PD change in place (bzc_mr_change()); the data
+ * path reads them once per lookup, so an operation already under way
+ * finishes with the old ones. A new translation, or write rights on
+ * pages pinned read-only, needs new pages: that is a new MR with new
+ * keys, which the core puts in place of the old one and then deregisters
+ * it, waiting for its in-flight users. Either way windows bound to the
+ * MR make it fail with EBUSY, checked under the lock binds take.
  */
 struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				u64 length, u64 iova, int access,
@@ -249,14 +271,12 @@ struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 		return ERR_PTR(-EOPNOTSUPP);
 	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return ERR_PTR(-EOPNOTSUPP);
-	/* IBA: not while windows are bound to it. */
-	if (atomic_read(&mr->num_mw))
-		return ERR_PTR(-EBUSY);
 
 	if (!(flags & IB_MR_REREG_TRANS) &&
 	    (mr->umem->writable || !ib_access_writable(access))) {
-		WRITE_ONCE(mr->access, access);
-		return NULL;
+		int err = bzc_mr_change(bdev, mr, access, ibpd);
+
+		return err ? ERR_PTR(err) : NULL;
 	}
 
 	if (!(flags & IB_MR_REREG_TRANS)) {
@@ -267,7 +287,7 @@ struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	new = bzc_reg_user_mr(ibpd, start, length, iova, access, udata);
 	if (IS_ERR(new))
 		return new;
-	/* The old keys stop resolving now, unless a bind won the race. */
+	/* The old keys stop resolving now, unless a window is bound. */
 	if (bzc_mr_unpublish(bdev, mr)) {
 		bzc_mr_unpublish(bdev, to_bmr(new));
 		bzc_mr_destroy(to_bmr(new));
