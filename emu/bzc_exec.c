@@ -320,20 +320,52 @@ static u32 bzc_ud_qkey(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 }
 
 /*
- * Does `tqp` take what `qp` sends: same type, receiving, and the Q_Key
- * (datagrams) or the connection (RC, UC) matches?
+ * The responder's checks of a message's source, in one place (a wire
+ * transport runs the same on each packet): does `tqp` take what `qp`
+ * sends from GID `sgid`? It must be of the same type and receiving, and
+ * - UD: the Q_Key (`qkey`) matches;
+ * - RC, UC: it is connected to the sender: its dest_qp_num is the
+ *   sender's QPN and its address vector's DGID the sender's GID, as a NIC
+ *   drops a packet whose source is not its connection's. The sender's
+ *   device is in the responder's namespace (bzc_dev_by_gid()).
+ * A refused message is dropped silently: an RC requester retries in vain.
  */
-static bool bzc_peer_accepts(struct bzc_qp *qp, struct bzc_qp *tqp, u32 qkey)
+static bool bzc_responder_accepts(struct bzc_qp *tqp, struct bzc_qp *qp,
+				  const union ib_gid *sgid, u32 qkey)
 {
 	enum ib_qp_type type = qp->ibqp.qp_type;
-	bool ok;
+	bool ok, peer = true;
 
 	spin_lock(&tqp->lock);
-	ok = tqp->ibqp.qp_type == type && bzc_qp_receives(tqp->state) &&
-	     (bzc_type_ud(type) ? tqp->qkey == qkey :
-				  tqp->dest_qpn == qp->ibqp.qp_num);
+	ok = tqp->ibqp.qp_type == type && bzc_qp_receives(tqp->state);
+	if (ok && bzc_type_ud(type)) {
+		ok = tqp->qkey == qkey;
+	} else if (ok) {
+		peer = tqp->dest_qpn == qp->ibqp.qp_num &&
+		       !memcmp(&tqp->av.dgid, sgid, sizeof(*sgid));
+		ok = peer;
+	}
 	spin_unlock(&tqp->lock);
+	if (!peer)
+		ibdev_info_ratelimited(tqp->ibqp.device,
+				       "QP %u: dropped a message from QP %u of %s (%pI6c): not its peer\n",
+				       tqp->ibqp.qp_num, qp->ibqp.qp_num,
+				       dev_name(&qp->ibqp.device->dev),
+				       sgid->raw);
 	return ok;
+}
+
+/* The GID `qp` sends from (its AV's source GID index): false if none. */
+static bool bzc_sender_gid(struct bzc_qp *qp, u8 sgid_index, union ib_gid *gid)
+{
+	const struct ib_gid_attr *attr;
+
+	attr = rdma_get_gid_attr(qp->ibqp.device, BZC_PORT, sgid_index);
+	if (IS_ERR(attr))
+		return false;
+	*gid = attr->gid;
+	rdma_put_gid_attr(attr);
+	return true;
 }
 
 static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
@@ -341,6 +373,7 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 {
 	enum ib_qp_type type = qp->ibqp.qp_type;
 	struct bzc_av *av = &peer->av;
+	union ib_gid sgid = {};
 	u32 dqpn, qkey = 0;
 
 	if (bzc_type_ud(type)) {
@@ -352,6 +385,8 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		*av = qp->av;
 		dqpn = qp->dest_qpn;
 		spin_unlock(&qp->lock);
+		if (!bzc_sender_gid(qp, av->sgid_index, &sgid))
+			return false;
 	}
 
 	peer->bdev = bzc_dev_by_gid(&av->dgid);
@@ -361,7 +396,7 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	if (!peer->qp)
 		goto err_dev;
 
-	if (bzc_peer_accepts(qp, peer->qp, qkey))
+	if (bzc_responder_accepts(peer->qp, qp, &sgid, qkey))
 		return true;
 
 	bzc_qp_put(peer->qp);
@@ -603,7 +638,7 @@ static void bzc_exec_mcast(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	n = bzc_mcast_members(peer->bdev, &peer->av.dgid, members);
 	for (i = 0; i < n; i++) {
 		peer->qp = members[i];
-		if (bzc_peer_accepts(qp, peer->qp, qkey))
+		if (bzc_responder_accepts(peer->qp, qp, NULL, qkey))
 			bzc_exec_send(qp, wqe, src, peer, may_sleep, res);
 		bzc_qp_put(members[i]);
 	}
