@@ -271,22 +271,29 @@ static void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
 	bzc_cursor_skip(src, len);
 }
 
-/* The bzc device whose netdev owns the IP address in `gid`, referenced. */
-static struct bzc_dev *bzc_dev_by_gid(const union ib_gid *gid)
+/*
+ * The bzc device whose netdev owns the IP address in `gid` in the network
+ * namespace of `from`'s netdev, referenced: a QP reaches only devices of
+ * its own device's namespace, as its packets would.
+ */
+static struct bzc_dev *bzc_dev_by_gid(struct bzc_dev *from,
+				      const union ib_gid *gid)
 {
 	const struct in6_addr *addr = (const struct in6_addr *)gid->raw;
 	struct net_device *ndev;
 	struct ib_device *ibdev;
+	struct net *net;
 
-	if (ipv6_addr_v4mapped(addr)) {
-		ndev = ip_dev_find(&init_net, addr->s6_addr32[3]);
-	} else {
-		rcu_read_lock();
-		ndev = ipv6_dev_find(&init_net, addr, NULL);
-		if (ndev)
-			dev_hold(ndev);
-		rcu_read_unlock();
-	}
+	/* The namespace stays while RCU is held, even if the netdev moves. */
+	rcu_read_lock();
+	net = dev_net(from->ndev);
+	if (ipv6_addr_v4mapped(addr))
+		ndev = __ip_dev_find(net, addr->s6_addr32[3], false);
+	else
+		ndev = ipv6_dev_find(net, addr, NULL);
+	if (ndev)
+		dev_hold(ndev);
+	rcu_read_unlock();
 	if (!ndev)
 		return NULL;
 	ibdev = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
@@ -389,7 +396,7 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			return false;
 	}
 
-	peer->bdev = bzc_dev_by_gid(&av->dgid);
+	peer->bdev = bzc_dev_by_gid(to_bdev(qp->ibqp.device), &av->dgid);
 	if (!peer->bdev)
 		return false;
 	peer->qp = bzc_qp_get(peer->bdev, dqpn);

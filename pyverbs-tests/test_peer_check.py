@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
 """Who can deliver to an RC or UC QP: only the peer its address vector
-names, by device (GID) and QP number.
+names, by device (GID) and QP number, and only within the network
+namespace of its device's netdev.
 
 A QP on another bzc device that holds the victim's peer's QP number and
 names the victim is refused as a fabric would refuse a packet from an
 unknown source: silently, so an RC attacker retries in vain
 (IBV_WC_RETRY_EXC_ERR) and a UC one sees its WR complete; the victim's
-memory, receive queue and state see nothing."""
+memory, receive queue and state see nothing.  Devices on netdevs in
+different network namespaces reach only their own namespace's GIDs, even
+when both namespaces use the same address."""
 
 import os
 
@@ -22,6 +25,7 @@ from bzc_helpers import expect_wcs, rdma_wr, recv_wr, send_wr, sge
 pytestmark = pytest.mark.disruptive
 
 SZ = 4096
+NETNS = 'bzcns1'
 
 
 class Dev:
@@ -158,3 +162,30 @@ def test_same_device_other_qpn_is_refused(devs):
     expect_wcs(x.scq, [(1, e.IBV_WC_RETRY_EXC_ERR)], 'SEND from a stranger')
     h.assert_quiet(v.rcq, 'victim')
 
+
+def test_namespaces_do_not_cross(devs):
+    """bzctmp on a netdev in namespace bzcns1 and bzctmpb on one in the
+    initial namespace, both with address 198.18.5.1, each with a QP of
+    the same number connected to itself: each QP's SEND arrives at
+    itself (traffic works inside a namespace) and never at the other
+    device's QP."""
+    ns_dev = devs('bzctmp', 'bzctmp0', '198.18.5.1', netns=NETNS)
+    init_dev = devs('bzctmpb', 'bzctmp1', '198.18.5.1')
+    a = ns_dev.qp(e.IBV_QPT_RC)
+    b = init_dev.qp(e.IBV_QPT_RC, qpn=a.qpn)
+    for end, dev in ((a, ns_dev), (b, init_dev)):
+        connect(end, dev, dev.gid, end.qpn)
+        dev.mr.write(bytes(SZ), SZ, 0)
+        end.qp.post_recv(recv_wr(9, [sge(dev.mr, 0, 1024)]))
+    for i, (end, dev) in enumerate(((a, ns_dev), (b, init_dev))):
+        data = f'from {dev.name}'.encode() * 8
+        dev.mr.write(data, len(data), 2048)
+        end.qp.post_send(send_wr(i, e.IBV_WR_SEND,
+                                 [sge(dev.mr, 2048, len(data))]))
+        expect_wcs(end.scq, [(i, e.IBV_WC_SUCCESS)], f'{dev.name} SEND')
+        wc = expect_wcs(end.rcq, [(9, e.IBV_WC_SUCCESS)],
+                        f'{dev.name} receive')[0]
+        assert wc.byte_len == len(data)
+        assert dev.mr.read(len(data), 0) == data
+        other = b if end is a else a
+        h.assert_quiet(other.rcq, f'the other namespace after {dev.name}')
