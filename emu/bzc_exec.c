@@ -651,6 +651,33 @@ static void bzc_exec_mcast(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	}
 }
 
+/*
+ * An RC responder's error of IBA class C: an R_Key or access violation
+ * (IBV_WC_REM_ACCESS_ERR) or an invalid request (IBV_WC_REM_INV_REQ_ERR).
+ * It NAKs, so the requester's WQE fails with `status`, and goes to ERR,
+ * flushing its receives; with no completion of its own to say why, its
+ * owner learns it from an affiliated event. A UC responder drops the
+ * message (class D/E): its requester sees nothing.
+ */
+static void bzc_responder_error(struct bzc_qp *qp, struct bzc_qp *tqp,
+				enum ib_wc_status status,
+				struct bzc_result *res)
+{
+	bool access = status == IB_WC_REM_ACCESS_ERR;
+
+	if (qp->ibqp.qp_type != IB_QPT_RC)
+		return;
+	res->status = status;
+	ibdev_info_ratelimited(tqp->ibqp.device,
+			       "QP %u: %s from QP %u, to the error state\n",
+			       tqp->ibqp.qp_num,
+			       access ? "remote access violation" :
+					"invalid request",
+			       qp->ibqp.qp_num);
+	bzc_qp_error(tqp, access ? IB_EVENT_QP_ACCESS_ERR :
+				   IB_EVENT_QP_REQ_ERR);
+}
+
 /* RDMA WRITE (with immediate): into the peer's MR named by rkey. */
 static void bzc_exec_write(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			   struct bzc_sgl *src, struct bzc_peer *peer,
@@ -670,8 +697,7 @@ static void bzc_exec_write(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			 le32_to_cpu(wqe->rdma.rkey),
 			 le64_to_cpu(wqe->rdma.remote_addr), src->total,
 			 IB_ACCESS_REMOTE_WRITE)) {
-		if (rc)
-			res->status = IB_WC_REM_ACCESS_ERR;
+		bzc_responder_error(qp, tqp, IB_WC_REM_ACCESS_ERR, res);
 		return;
 	}
 
@@ -707,7 +733,7 @@ static void bzc_exec_read(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			 le32_to_cpu(wqe->rdma.rkey),
 			 le64_to_cpu(wqe->rdma.remote_addr), local->total,
 			 IB_ACCESS_REMOTE_READ)) {
-		res->status = IB_WC_REM_ACCESS_ERR;
+		bzc_responder_error(qp, tqp, IB_WC_REM_ACCESS_ERR, res);
 		return;
 	}
 	bzc_copy(&dc, &sc, local->total, may_sleep);
@@ -728,8 +754,8 @@ static void bzc_exec_atomic(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	struct bzc_seg *seg;
 	u64 *p;
 
-	if (local->total < sizeof(u64) || !IS_ALIGNED(raddr, sizeof(u64))) {
-		res->status = IB_WC_REM_INV_REQ_ERR;
+	if (!IS_ALIGNED(raddr, sizeof(u64))) {
+		bzc_responder_error(qp, tqp, IB_WC_REM_INV_REQ_ERR, res);
 		return;
 	}
 	bzc_sgl_init(remote);
@@ -737,7 +763,7 @@ static void bzc_exec_atomic(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	    !bzc_sgl_add(remote, peer->bdev, NULL, tqp,
 			 le32_to_cpu(wqe->atomic.rkey), raddr, sizeof(u64),
 			 IB_ACCESS_REMOTE_ATOMIC)) {
-		res->status = IB_WC_REM_ACCESS_ERR;
+		bzc_responder_error(qp, tqp, IB_WC_REM_ACCESS_ERR, res);
 		return;
 	}
 
@@ -873,7 +899,10 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		return;
 	}
 	res->byte_len = local->total;
-	if (local->total > BZC_MAX_MSG_SZ) {
+	/* An atomic's local SGEs must hold its 8-byte result. */
+	if (local->total > BZC_MAX_MSG_SZ ||
+	    (reads_in && wqe->opcode != IB_UVERBS_WR_RDMA_READ &&
+	     local->total < sizeof(u64))) {
 		res->status = IB_WC_LOC_LEN_ERR;
 		goto out;
 	}
