@@ -74,6 +74,7 @@ struct bzc_dev {
 	 */
 	struct xarray mr_xa;		/* MRs and MWs by key index (key >> 8) */
 	u32 mr_next;
+	u8 *key_bytes;			/* by key index: the byte of its last key */
 	struct xarray qp_xa;		/* by QPN */
 	u32 qp_next;
 	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
@@ -448,6 +449,10 @@ void bzc_mr_put(struct bzc_mr *mr);
 struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
 			    u64 addr, u64 len, int access);
 int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr);
+int bzc_keys_init(struct bzc_dev *bdev);
+void bzc_keys_free(struct bzc_dev *bdev);
+int bzc_key_reserve(struct bzc_dev *bdev, u32 *key);
+void bzc_key_publish(struct bzc_dev *bdev, u32 key, void *entry);
 
 /* bzc_mr_cache.c */
 struct bzc_mr_cache_stats;

@@ -277,22 +277,29 @@ static void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
 	bzc_cursor_skip(src, len);
 }
 
-/* The bzc device whose netdev owns the IP address in `gid`, referenced. */
-static struct bzc_dev *bzc_dev_by_gid(const union ib_gid *gid)
+/*
+ * The bzc device whose netdev owns the IP address in `gid` in the network
+ * namespace of `from`'s netdev, referenced: a QP reaches only devices of
+ * its own device's namespace, as its packets would.
+ */
+static struct bzc_dev *bzc_dev_by_gid(struct bzc_dev *from,
+				      const union ib_gid *gid)
 {
 	const struct in6_addr *addr = (const struct in6_addr *)gid->raw;
 	struct net_device *ndev;
 	struct ib_device *ibdev;
+	struct net *net;
 
-	if (ipv6_addr_v4mapped(addr)) {
-		ndev = ip_dev_find(&init_net, addr->s6_addr32[3]);
-	} else {
-		rcu_read_lock();
-		ndev = ipv6_dev_find(&init_net, addr, NULL);
-		if (ndev)
-			dev_hold(ndev);
-		rcu_read_unlock();
-	}
+	/* The namespace stays while RCU is held, even if the netdev moves. */
+	rcu_read_lock();
+	net = dev_net(from->ndev);
+	if (ipv6_addr_v4mapped(addr))
+		ndev = __ip_dev_find(net, addr->s6_addr32[3], false);
+	else
+		ndev = ipv6_dev_find(net, addr, NULL);
+	if (ndev)
+		dev_hold(ndev);
+	rcu_read_unlock();
 	if (!ndev)
 		return NULL;
 	ibdev = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
@@ -326,20 +333,52 @@ static u32 bzc_ud_qkey(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 }
 
 /*
- * Does `tqp` take what `qp` sends: same type, receiving, and the Q_Key
- * (datagrams) or the connection (RC, UC) matches?
+ * The responder's checks of a message's source, in one place (a wire
+ * transport runs the same on each packet): does `tqp` take what `qp`
+ * sends from GID `sgid`? It must be of the same type and receiving, and
+ * - UD: the Q_Key (`qkey`) matches;
+ * - RC, UC: it is connected to the sender: its dest_qp_num is the
+ *   sender's QPN and its address vector's DGID the sender's GID, as a NIC
+ *   drops a packet whose source is not its connection's. The sender's
+ *   device is in the responder's namespace (bzc_dev_by_gid()).
+ * A refused message is dropped silently: an RC requester retries in vain.
  */
-static bool bzc_peer_accepts(struct bzc_qp *qp, struct bzc_qp *tqp, u32 qkey)
+static bool bzc_responder_accepts(struct bzc_qp *tqp, struct bzc_qp *qp,
+				  const union ib_gid *sgid, u32 qkey)
 {
 	enum ib_qp_type type = qp->ibqp.qp_type;
-	bool ok;
+	bool ok, peer = true;
 
 	spin_lock(&tqp->lock);
-	ok = tqp->ibqp.qp_type == type && bzc_qp_receives(tqp->state) &&
-	     (bzc_type_ud(type) ? tqp->qkey == qkey :
-				  tqp->dest_qpn == qp->ibqp.qp_num);
+	ok = tqp->ibqp.qp_type == type && bzc_qp_receives(tqp->state);
+	if (ok && bzc_type_ud(type)) {
+		ok = tqp->qkey == qkey;
+	} else if (ok) {
+		peer = tqp->dest_qpn == qp->ibqp.qp_num &&
+		       !memcmp(&tqp->av.dgid, sgid, sizeof(*sgid));
+		ok = peer;
+	}
 	spin_unlock(&tqp->lock);
+	if (!peer)
+		ibdev_info_ratelimited(tqp->ibqp.device,
+				       "QP %u: dropped a message from QP %u of %s (%pI6c): not its peer\n",
+				       tqp->ibqp.qp_num, qp->ibqp.qp_num,
+				       dev_name(&qp->ibqp.device->dev),
+				       sgid->raw);
 	return ok;
+}
+
+/* The GID `qp` sends from (its AV's source GID index): false if none. */
+static bool bzc_sender_gid(struct bzc_qp *qp, u8 sgid_index, union ib_gid *gid)
+{
+	const struct ib_gid_attr *attr;
+
+	attr = rdma_get_gid_attr(qp->ibqp.device, BZC_PORT, sgid_index);
+	if (IS_ERR(attr))
+		return false;
+	*gid = attr->gid;
+	rdma_put_gid_attr(attr);
+	return true;
 }
 
 static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
@@ -347,6 +386,7 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 {
 	enum ib_qp_type type = qp->ibqp.qp_type;
 	struct bzc_av *av = &peer->av;
+	union ib_gid sgid = {};
 	u32 dqpn, qkey = 0;
 
 	if (bzc_type_ud(type)) {
@@ -358,16 +398,18 @@ static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		*av = qp->av;
 		dqpn = qp->dest_qpn;
 		spin_unlock(&qp->lock);
+		if (!bzc_sender_gid(qp, av->sgid_index, &sgid))
+			return false;
 	}
 
-	peer->bdev = bzc_dev_by_gid(&av->dgid);
+	peer->bdev = bzc_dev_by_gid(to_bdev(qp->ibqp.device), &av->dgid);
 	if (!peer->bdev)
 		return false;
 	peer->qp = bzc_qp_get(peer->bdev, dqpn);
 	if (!peer->qp)
 		goto err_dev;
 
-	if (bzc_peer_accepts(qp, peer->qp, qkey))
+	if (bzc_responder_accepts(peer->qp, qp, &sgid, qkey))
 		return true;
 
 	bzc_qp_put(peer->qp);
@@ -609,10 +651,37 @@ static void bzc_exec_mcast(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	n = bzc_mcast_members(peer->bdev, &peer->av.dgid, members);
 	for (i = 0; i < n; i++) {
 		peer->qp = members[i];
-		if (bzc_peer_accepts(qp, peer->qp, qkey))
+		if (bzc_responder_accepts(peer->qp, qp, NULL, qkey))
 			bzc_exec_send(qp, wqe, src, peer, may_sleep, res);
 		bzc_qp_put(members[i]);
 	}
+}
+
+/*
+ * An RC responder's error of IBA class C: an R_Key or access violation
+ * (IBV_WC_REM_ACCESS_ERR) or an invalid request (IBV_WC_REM_INV_REQ_ERR).
+ * It NAKs, so the requester's WQE fails with `status`, and goes to ERR,
+ * flushing its receives; with no completion of its own to say why, its
+ * owner learns it from an affiliated event. A UC responder drops the
+ * message (class D/E): its requester sees nothing.
+ */
+static void bzc_responder_error(struct bzc_qp *qp, struct bzc_qp *tqp,
+				enum ib_wc_status status,
+				struct bzc_result *res)
+{
+	bool access = status == IB_WC_REM_ACCESS_ERR;
+
+	if (qp->ibqp.qp_type != IB_QPT_RC)
+		return;
+	res->status = status;
+	ibdev_info_ratelimited(tqp->ibqp.device,
+			       "QP %u: %s from QP %u, to the error state\n",
+			       tqp->ibqp.qp_num,
+			       access ? "remote access violation" :
+					"invalid request",
+			       qp->ibqp.qp_num);
+	bzc_qp_error(tqp, access ? IB_EVENT_QP_ACCESS_ERR :
+				   IB_EVENT_QP_REQ_ERR);
 }
 
 /* RDMA WRITE (with immediate): into the peer's MR named by rkey. */
@@ -634,8 +703,7 @@ static void bzc_exec_write(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			 le32_to_cpu(wqe->rdma.rkey),
 			 le64_to_cpu(wqe->rdma.remote_addr), src->total,
 			 IB_ACCESS_REMOTE_WRITE)) {
-		if (rc)
-			res->status = IB_WC_REM_ACCESS_ERR;
+		bzc_responder_error(qp, tqp, IB_WC_REM_ACCESS_ERR, res);
 		return;
 	}
 
@@ -671,7 +739,7 @@ static void bzc_exec_read(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			 le32_to_cpu(wqe->rdma.rkey),
 			 le64_to_cpu(wqe->rdma.remote_addr), local->total,
 			 IB_ACCESS_REMOTE_READ)) {
-		res->status = IB_WC_REM_ACCESS_ERR;
+		bzc_responder_error(qp, tqp, IB_WC_REM_ACCESS_ERR, res);
 		return;
 	}
 	bzc_copy(&dc, &sc, local->total, may_sleep);
@@ -692,8 +760,8 @@ static void bzc_exec_atomic(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	struct bzc_seg *seg;
 	u64 *p;
 
-	if (local->total < sizeof(u64) || !IS_ALIGNED(raddr, sizeof(u64))) {
-		res->status = IB_WC_REM_INV_REQ_ERR;
+	if (!IS_ALIGNED(raddr, sizeof(u64))) {
+		bzc_responder_error(qp, tqp, IB_WC_REM_INV_REQ_ERR, res);
 		return;
 	}
 	bzc_sgl_init(remote);
@@ -701,7 +769,7 @@ static void bzc_exec_atomic(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	    !bzc_sgl_add(remote, peer->bdev, NULL, tqp,
 			 le32_to_cpu(wqe->atomic.rkey), raddr, sizeof(u64),
 			 IB_ACCESS_REMOTE_ATOMIC)) {
-		res->status = IB_WC_REM_ACCESS_ERR;
+		bzc_responder_error(qp, tqp, IB_WC_REM_ACCESS_ERR, res);
 		return;
 	}
 
@@ -837,7 +905,10 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		return;
 	}
 	res->byte_len = local->total;
-	if (local->total > BZC_MAX_MSG_SZ) {
+	/* An atomic's local SGEs must hold its 8-byte result. */
+	if (local->total > BZC_MAX_MSG_SZ ||
+	    (reads_in && wqe->opcode != IB_UVERBS_WR_RDMA_READ &&
+	     local->total < sizeof(u64))) {
 		res->status = IB_WC_LOC_LEN_ERR;
 		goto out;
 	}

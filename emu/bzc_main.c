@@ -66,6 +66,9 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 	err = bzc_stats_init(bdev);
 	if (err)
 		goto err_dealloc;
+	err = bzc_keys_init(bdev);
+	if (err)
+		goto err_dealloc;
 	xa_init_flags(&bdev->mr_xa, XA_FLAGS_ALLOC1);
 	xa_init_flags(&bdev->qp_xa, XA_FLAGS_ALLOC);
 	xa_init_flags(&bdev->ah_xa, XA_FLAGS_ALLOC1);
@@ -107,6 +110,7 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 
 err_dealloc:
 	bzc_stats_free(bdev);	/* NULL if dealloc_driver freed them */
+	bzc_keys_free(bdev);
 	ib_dealloc_device(&bdev->ibdev);
 	return err;
 }

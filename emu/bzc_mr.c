@@ -4,15 +4,24 @@
  *
  * The device moves data between struct pages, so an MR is its pinned pages
  * in order, found by key from the data path. lkey and rkey are the same
- * value: the MR's index in the device's table << 8 | a byte that changes
- * on every registration, so a stale key does not match a reused index.
+ * value: the MR's index in the device's key table << 8 | a key byte.
  * Memory windows (bzc_mw.c) take their rkeys from the same table, so one
  * lookup resolves any rkey; an lkey never names a window.
+ *
+ * Keys must be neither guessable nor stale: the table hands out indexes
+ * cyclically (an index comes back only after the allocator went round
+ * the table), and the key byte is random and differs from the byte of
+ * the index's previous key, so a key kept after its object went away
+ * never names the next object at the index, and an index says nothing
+ * about the byte. A byte repeats after the index was reused more than
+ * once only by chance (1 in 255); an RC requester that tries a wrong key
+ * loses its connection.
  *
  * Registered MRs cannot be invalidated (LOCAL_INV, SEND_WITH_INV): IBA
  * allows that only for fast-register MRs, which user space cannot create.
  */
 #include <linux/mm.h>
+#include <linux/random.h>
 #include <linux/slab.h>
 #include <rdma/ib_umem.h>
 
@@ -44,20 +53,81 @@ static int bzc_mr_collect_pages(struct bzc_mr *mr)
 	return 0;
 }
 
-int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr)
+/**
+ * bzc_keys_init() - allocate the key bytes of the device's key table
+ * @bdev: the device
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int bzc_keys_init(struct bzc_dev *bdev)
+{
+	bdev->key_bytes = kvzalloc(BZC_MAX_MR + 1, GFP_KERNEL);
+	return bdev->key_bytes ? 0 : -ENOMEM;
+}
+
+/**
+ * bzc_keys_free() - free what bzc_keys_init() allocated
+ * @bdev: the device (the key table is empty); called twice is harmless
+ */
+void bzc_keys_free(struct bzc_dev *bdev)
+{
+	kvfree(bdev->key_bytes);
+	bdev->key_bytes = NULL;
+}
+
+/**
+ * bzc_key_reserve() - reserve an index in the key table and make its key
+ * @bdev: the device
+ * @key: the new key: the index << 8 | a random byte other than the byte
+ *	 of the index's previous key
+ *
+ * The index resolves to nothing until bzc_key_publish(), so the object
+ * can take its key first.
+ *
+ * Return: 0, or -ENOMEM when the table is full.
+ */
+int bzc_key_reserve(struct bzc_dev *bdev, u32 *key)
 {
 	u32 index;
+	u8 byte;
 	int err;
 
-	err = xa_alloc_cyclic(&bdev->mr_xa, &index, mr,
+	err = xa_alloc_cyclic(&bdev->mr_xa, &index, NULL,
 			      XA_LIMIT(1, BZC_MAX_MR), &bdev->mr_next,
 			      GFP_KERNEL);
 	if (err < 0)
 		return err == -EBUSY ? -ENOMEM : err;
 
-	/* The low byte varies with the registration count. */
-	mr->ibmr.lkey = index << 8 | (bdev->mr_next & 0xff);
-	mr->ibmr.rkey = mr->ibmr.lkey;
+	/* The index is ours: nobody else reads or writes its byte now. */
+	byte = bdev->key_bytes[index] + 1 + get_random_u32_below(255);
+	bdev->key_bytes[index] = byte;
+	*key = index << 8 | byte;
+	return 0;
+}
+
+/**
+ * bzc_key_publish() - make a reserved key resolve to its object
+ * @bdev: the device
+ * @key: from bzc_key_reserve()
+ * @entry: an MR, or a memory window tagged with BZC_KEY_TAG_MW
+ */
+void bzc_key_publish(struct bzc_dev *bdev, u32 key, void *entry)
+{
+	/* Replaces the reservation: no allocation, so it cannot fail. */
+	xa_store(&bdev->mr_xa, key >> 8, entry, GFP_KERNEL);
+}
+
+int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr)
+{
+	u32 key;
+	int err;
+
+	err = bzc_key_reserve(bdev, &key);
+	if (err)
+		return err;
+	mr->ibmr.lkey = key;
+	mr->ibmr.rkey = key;
+	bzc_key_publish(bdev, key, mr);
 	return 0;
 }
 
@@ -165,12 +235,34 @@ int bzc_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 }
 
 /*
- * ibv_rereg_mr. Access and PD change in place (the core sets ibmr.pd when
- * this returns NULL); the data path reads them once per lookup, so an
- * operation already under way finishes with the old ones. A new
- * translation, or write rights on pages pinned read-only, needs new
- * pages: that is a new MR with new keys, which the core puts in place of
- * the old one and then deregisters it, waiting for its in-flight users.
+ * Change the access rights and PD of `mr` in place, unless windows are
+ * bound to it (IBA). Checked and changed with mr_xa locked, as
+ * bzc_mw_bind() checks the MR and counts its windows, so no bind falls
+ * between the check and the change. The PD is set here, not only by the
+ * core after rereg returns, for the same reason.
+ */
+static int bzc_mr_change(struct bzc_dev *bdev, struct bzc_mr *mr, int access,
+			 struct ib_pd *pd)
+{
+	xa_lock(&bdev->mr_xa);
+	if (atomic_read(&mr->num_mw)) {
+		xa_unlock(&bdev->mr_xa);
+		return -EBUSY;
+	}
+	WRITE_ONCE(mr->access, access);
+	WRITE_ONCE(mr->ibmr.pd, pd);
+	xa_unlock(&bdev->mr_xa);
+	return 0;
+}
+
+/*
+ * ibv_rereg_mr. Access and PD change in place (bzc_mr_change()); the data
+ * path reads them once per lookup, so an operation already under way
+ * finishes with the old ones. A new translation, or write rights on
+ * pages pinned read-only, needs new pages: that is a new MR with new
+ * keys, which the core puts in place of the old one and then deregisters
+ * it, waiting for its in-flight users. Either way windows bound to the
+ * MR make it fail with EBUSY, checked under the lock binds take.
  */
 struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				u64 length, u64 iova, int access,
@@ -188,14 +280,12 @@ struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 		return ERR_PTR(-EOPNOTSUPP);
 	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return ERR_PTR(-EOPNOTSUPP);
-	/* IBA: not while windows are bound to it. */
-	if (atomic_read(&mr->num_mw))
-		return ERR_PTR(-EBUSY);
 
 	if (!(flags & IB_MR_REREG_TRANS) &&
 	    (mr->umem->writable || !ib_access_writable(access))) {
-		WRITE_ONCE(mr->access, access);
-		return NULL;
+		int err = bzc_mr_change(bdev, mr, access, ibpd);
+
+		return err ? ERR_PTR(err) : NULL;
 	}
 
 	if (!(flags & IB_MR_REREG_TRANS)) {
@@ -206,7 +296,7 @@ struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	new = bzc_reg_user_mr(ibpd, start, length, iova, access, udata);
 	if (IS_ERR(new))
 		return new;
-	/* The old keys stop resolving now, unless a bind won the race. */
+	/* The old keys stop resolving now, unless a window is bound. */
 	if (bzc_mr_unpublish(bdev, mr)) {
 		bzc_mr_unpublish(bdev, to_bmr(new));
 		bzc_obj_put(&bdev->num_mr);

@@ -13,6 +13,15 @@
  * The new rkey keeps the window's index (key >> 8) and takes the low byte
  * the consumer chose (ibv_inc_rkey()).
  *
+ * What guards a window's keys, given that IBA gives their low byte to the
+ * consumer: while the window exists, only its current rkey resolves, and
+ * only while it is bound (type 2: from the QP it is bound to). Its index
+ * is the device's (random first byte, as for MRs: bzc_key_reserve()), and
+ * once it is deallocated the next object at the index takes a random
+ * byte other than the window's last one, so its last rkey dies with it.
+ * Its earlier rkeys, and the byte a consumer picks for a new binding, are
+ * only as unpredictable as the consumer makes them.
+ *
  * Every use of a window happens with mr_xa locked, then under the
  * window's own lock: dealloc erases the entry first, after which nothing
  * can reach it.
@@ -27,7 +36,6 @@ int bzc_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 {
 	struct bzc_dev *bdev = to_bdev(ibmw->device);
 	struct bzc_mw *mw = to_bmw(ibmw);
-	u32 index;
 	int err;
 
 	if (ibmw->type != IB_MW_TYPE_1 && ibmw->type != IB_MW_TYPE_2)
@@ -42,18 +50,14 @@ int bzc_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 		return err;
 
 	spin_lock_init(&mw->lock);
-	err = xa_alloc_cyclic(&bdev->mr_xa, &index,
-			      xa_tag_pointer(mw, BZC_KEY_TAG_MW),
-			      XA_LIMIT(1, BZC_MAX_MR), &bdev->mr_next,
-			      GFP_KERNEL);
-	if (err < 0) {
+	err = bzc_key_reserve(bdev, &mw->rkey);
+	if (err) {
 		bzc_obj_put(&bdev->num_mw);
-		return err == -EBUSY ? -ENOMEM : err;
+		return err;
 	}
-
 	/* Unbound: the rkey resolves to nothing until a bind. */
-	mw->rkey = index << 8 | (bdev->mr_next & 0xff);
 	ibmw->rkey = mw->rkey;
+	bzc_key_publish(bdev, mw->rkey, xa_tag_pointer(mw, BZC_KEY_TAG_MW));
 	return 0;
 }
 
@@ -83,7 +87,15 @@ int bzc_dealloc_mw(struct ib_mw *ibmw)
 	struct bzc_mw *mw = to_bmw(ibmw);
 	struct bzc_mr *mr;
 
-	xa_erase(&bdev->mr_xa, mw->rkey >> 8);
+	/*
+	 * Binds change the rkey with mr_xa locked: the last one is recorded
+	 * as the index's byte, which the next key at the index will not
+	 * repeat.
+	 */
+	xa_lock(&bdev->mr_xa);
+	bdev->key_bytes[mw->rkey >> 8] = mw->rkey & 0xff;
+	__xa_erase(&bdev->mr_xa, mw->rkey >> 8);
+	xa_unlock(&bdev->mr_xa);
 	/* Unreachable now; no lock needed for the last look. */
 	mr = bzc_mw_unbind(mw);
 	bzc_mw_release_mr(mr);

@@ -309,6 +309,7 @@ static void bzc_dealloc_driver(struct ib_device *ibdev)
 	xa_destroy(&bdev->ah_xa);
 	bzc_mcast_cleanup(bdev);
 	bzc_stats_free(bdev);
+	bzc_keys_free(bdev);
 }
 
 const struct ib_device_ops bzc_dev_ops = {

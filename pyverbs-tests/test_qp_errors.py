@@ -68,8 +68,9 @@ def pattern(n, seed):
 
 
 # --------------------------------------------------------------------------
-# Remote access: IBV_WC_REM_ACCESS_ERR, the requester QP in ERR, the
-# target memory unchanged
+# Remote access: IBV_WC_REM_ACCESS_ERR, the target memory unchanged, both
+# QPs in ERR (an RC responder's R_Key and access violations are IBA class
+# C errors: it NAKs and goes to ERR, flushing its receives)
 # --------------------------------------------------------------------------
 
 def _bad_rkey(env):
@@ -126,8 +127,7 @@ def test_remote_access_error(env, pairs, case):
     before = tmr.read(SZ, 0)
     env.mr_a.write(pattern(SZ, case + 'local'), SZ, 0)
     local_before = env.mr_a.read(length, 128)
-    if opcode == e.IBV_WR_RDMA_WRITE_WITH_IMM:
-        p.b.qp.post_recv(recv_wr(9, [sge(env.mr_b, 1024, 64)]))
+    p.b.qp.post_recv(recv_wr(9, [sge(env.mr_b, 1024, 64)]))
     if opcode in (e.IBV_WR_ATOMIC_FETCH_AND_ADD, e.IBV_WR_ATOMIC_CMP_AND_SWP):
         w = atomic_wr(1, opcode, [sge(env.mr_a, 128, 8)], rkey,
                       tmr.buf + toff)
@@ -140,9 +140,35 @@ def test_remote_access_error(env, pairs, case):
     assert tmr.read(SZ, 0) == before, f'{case}: target memory changed'
     assert env.mr_a.read(length, 128) == local_before, \
         f'{case}: local buffer changed'
-    if opcode == e.IBV_WR_RDMA_WRITE_WITH_IMM:
-        assert not h.drain_cq(p.b.rcq), f'{case}: the target consumed a ' \
-            'receive for a write it refused'
+    # the receive was not consumed (not even by WRITE_WITH_IMM): flushed
+    expect_wcs(p.b.rcq, [(9, e.IBV_WC_WR_FLUSH_ERR)], f'{case}: responder')
+    assert_state(p.b, e.IBV_QPS_ERR, f'{case}: responder')
+
+
+def test_responder_access_error_event(env):
+    """The responder of a refused RDMA WRITE learns of it through the
+    affiliated event IBV_EVENT_QP_ACCESS_ERR (IBA's local access
+    violation work queue error), since no completion of its own says
+    so; the requester gets no event."""
+    ctx, async_fd = h.open_pyverbs_context()
+    try:
+        pd = PD(ctx)
+        mr = MR(pd, SZ, h.access_all())
+        a, b = (h.QPEnd(ctx, pd, e.IBV_QPT_RC, cq_depth=16) for _ in '12')
+        h.connect_qps(a, b, env.gid_index)
+        a.qp.post_send(rdma_wr(1, e.IBV_WR_RDMA_WRITE, [sge(mr, 0, 64)],
+                               mr.rkey ^ 0x5a5a00, mr.buf))
+        expect_wcs(a.scq, [(1, e.IBV_WC_REM_ACCESS_ERR)], 'requester')
+        ev = h.pyverbs_async_event(ctx, async_fd, 10)
+        assert ev == e.IBV_EVENT_QP_ACCESS_ERR, f'event {ev}'
+        assert h.pyverbs_async_event(ctx, async_fd, 0.2) is None
+        assert_state(b, e.IBV_QPS_ERR, 'responder')
+        for end in (a, b):
+            end.close()
+        mr.close()
+        pd.close()
+    finally:
+        ctx.close()
 
 
 def test_remote_access_deregistered_mr(env, pairs):
@@ -159,15 +185,37 @@ def test_remote_access_deregistered_mr(env, pairs):
 
 def test_atomic_misaligned(env, pairs):
     """An atomic on a remote address that is not 8-byte aligned is an
-    invalid request: IBV_WC_REM_INV_REQ_ERR, memory unchanged."""
+    invalid request: IBV_WC_REM_INV_REQ_ERR, memory unchanged, and the
+    responder in ERR (IBA class C), its receives flushed."""
     p = pairs()
     env.mr_b.write(b'\x11' * 16, 16, 0)
+    p.b.qp.post_recv(recv_wr(9, [sge(env.mr_b, 1024, 64)]))
     p.a.qp.post_send(atomic_wr(1, e.IBV_WR_ATOMIC_FETCH_AND_ADD,
                                [sge(env.mr_a, 0, 8)], env.mr_b.rkey,
                                env.mr_b.buf + 4))
     expect_wcs(p.a.scq, [(1, e.IBV_WC_REM_INV_REQ_ERR)], 'misaligned atomic')
     assert env.mr_b.read(16, 0) == b'\x11' * 16
     assert_state(p.a, e.IBV_QPS_ERR, 'requester')
+    expect_wcs(p.b.rcq, [(9, e.IBV_WC_WR_FLUSH_ERR)], 'responder')
+    assert_state(p.b, e.IBV_QPS_ERR, 'responder')
+
+
+@pytest.mark.parametrize('length', [4, 7])
+def test_atomic_local_sge_too_short(env, pairs, length):
+    """An atomic whose local SGEs hold fewer than the 8 bytes of the
+    result is the requester's own length error (IBV_WC_LOC_LEN_ERR); the
+    target memory is unchanged and the responder is not at fault."""
+    p = pairs()
+    env.mr_b.write(b'\x22' * 16, 16, 0)
+    env.mr_a.write(b'\x33' * 16, 16, 0)
+    p.a.qp.post_send(atomic_wr(1, e.IBV_WR_ATOMIC_FETCH_AND_ADD,
+                               [sge(env.mr_a, 0, length)], env.mr_b.rkey,
+                               env.mr_b.buf))
+    expect_wcs(p.a.scq, [(1, e.IBV_WC_LOC_LEN_ERR)], f'{length}-byte SGE')
+    assert env.mr_b.read(16, 0) == b'\x22' * 16, 'the atomic ran'
+    assert env.mr_a.read(16, 0) == b'\x33' * 16, 'the local buffer changed'
+    assert_state(p.a, e.IBV_QPS_ERR, 'requester')
+    assert_state(p.b, e.IBV_QPS_RTS, 'responder')
 
 
 # --------------------------------------------------------------------------
@@ -288,8 +336,9 @@ def test_rnr_retry_infinite(env, pairs):
 def test_flush_after_error(env, pairs):
     """After an error every outstanding WR - signaled or not - completes
     with IBV_WC_WR_FLUSH_ERR in order, on the send and the receive queue,
-    and so do WRs posted later (receives too).  The responder is not
-    affected; RESET brings the requester back into service."""
+    and so do WRs posted later (receives too).  The responder refused
+    the first WRITE (IBA class C): it is in ERR too, its receive
+    flushed, nothing else.  RESET brings both back into service."""
     p = pairs()
     a, b = p.a, p.b
     for i in range(3):
@@ -320,19 +369,21 @@ def test_flush_after_error(env, pairs):
     a.qp.post_recv(recv_wr(104, [sge(env.mr_a, 4096, 64)]))
     expect_wcs(a.rcq, [(103, e.IBV_WC_WR_FLUSH_ERR),
                        (104, e.IBV_WC_WR_FLUSH_ERR)], 'receives posted in ERR')
-    # the responder saw nothing and is fine
-    assert_state(b, e.IBV_QPS_RTS, 'responder')
-    assert not h.drain_cq(b.rcq)
-    # RESET -> RTS again: the requester works, the old WQEs are gone
+    # the responder refused the first WRITE (class C): ERR, receive flushed
+    assert_state(b, e.IBV_QPS_ERR, 'responder')
+    expect_wcs(b.rcq, [(200, e.IBV_WC_WR_FLUSH_ERR)], 'responder')
+    # RESET -> RTS again: both work, the old WQEs are gone
     from pyverbs.qp import QPAttr
     attr = QPAttr()
     attr.qp_state = e.IBV_QPS_RESET
-    a.qp.modify(attr, e.IBV_QP_STATE)
-    h.bring_up_qp(a.qp, a.qp_type, env.gid, env.gid_index, b.qpn)
+    for end, peer in ((a, b), (b, a)):
+        end.qp.modify(attr, e.IBV_QP_STATE)
+        h.bring_up_qp(end.qp, end.qp_type, env.gid, env.gid_index, peer.qpn)
+    b.qp.post_recv(recv_wr(201, [sge(env.mr_b, 0, 64)]))
     env.mr_a.write(b'back', 4, 0)
     a.qp.post_send(send_wr(6, e.IBV_WR_SEND, [sge(env.mr_a, 0, 4)]))
     expect_wcs(a.scq, [(6, e.IBV_WC_SUCCESS)], 'after RESET')
-    expect_wcs(b.rcq, [(200, e.IBV_WC_SUCCESS)], 'responder after RESET')
+    expect_wcs(b.rcq, [(201, e.IBV_WC_SUCCESS)], 'responder after RESET')
     assert env.mr_b.read(4, 0) == b'back'
 
 

@@ -148,19 +148,19 @@ def test_solicited_only(rig):
 
 def test_solicited_only_fires_on_error(rig):
     """Solicited-only arming also fires for a completion in error: the
-    requester's RDMA WRITE with a bad rkey (send CQ), and a receive
-    flushed by moving the QP to ERR (receive CQ)."""
+    requester's RDMA WRITE with a bad rkey (send CQ), and the receive
+    flushed when that refused WRITE put the responder in ERR (receive
+    CQ)."""
+    rig.recv(1)
     rig.a.scq.req_notify(True)
+    rig.b.rcq.req_notify(True)
+    time.sleep(0.05)
+    assert not rig.ch_b.event(rig.b.rcq, 0), 'event before the flush'
     rig.send(1, opcode=e.IBV_WR_RDMA_WRITE, rkey=rig.mr.rkey ^ 0x5a5a00)
     assert rig.ch_a.event(rig.a.scq, h.CQ_TIMEOUT), \
         'no event for an error completion'
     wc = h.poll_cq(rig.a.scq, 1)[0]
     assert wc.status == e.IBV_WC_REM_ACCESS_ERR, h.wc_str(wc)
-    rig.recv(1)
-    rig.b.rcq.req_notify(True)
-    time.sleep(0.05)
-    assert not rig.ch_b.event(rig.b.rcq, 0), 'event before the flush'
-    h.qp_to_err(rig.b.qp)
     assert rig.ch_b.event(rig.b.rcq, h.CQ_TIMEOUT), \
         'no event for a flushed receive'
     wc = h.poll_cq(rig.b.rcq, 1)[0]

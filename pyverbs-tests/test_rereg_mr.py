@@ -6,8 +6,10 @@ pinned read-only re-pin it (the data lands in the process's pages); bad
 requests fail cleanly and leave the MR as it was; a re-registration while
 a long transfer uses the MR is safe."""
 
+import ctypes
 import errno
 import os
+import time
 
 import pyverbs.enums as e
 from pyverbs.mem_alloc import free, posix_memalign
@@ -16,6 +18,7 @@ from pyverbs.pyverbs_error import PyverbsError, PyverbsRDMAError
 import pytest
 
 import bzc_helpers as h
+import bzcdv as dv
 from bzc_helpers import rdma_wr, recv_wr, send_wr, sge
 
 pytestmark = pytest.mark.keeps_netdev
@@ -203,3 +206,181 @@ def test_rereg_while_transfer_in_flight(env, pair, mrs):
         mr.close()
         if new is not None:
             free(new)
+
+
+# ---------------------------------------------------------------------------
+# ibv_rereg_mr against a concurrent bind (ctypes: both calls drop the GIL)
+# ---------------------------------------------------------------------------
+
+class IbvMw(ctypes.Structure):
+    _fields_ = [('context', ctypes.c_void_p), ('pd', ctypes.c_void_p),
+                ('rkey', ctypes.c_uint32), ('handle', ctypes.c_uint32),
+                ('type', ctypes.c_int)]
+
+
+class IbvMwBind(ctypes.Structure):
+    _fields_ = [('wr_id', ctypes.c_uint64), ('send_flags', ctypes.c_uint),
+                ('mr', ctypes.c_void_p), ('addr', ctypes.c_uint64),
+                ('length', ctypes.c_uint64),
+                ('mw_access_flags', ctypes.c_uint)]
+
+
+assert IbvMwBind.mr.offset == 16 and ctypes.sizeof(IbvMwBind) == 48
+
+# Inline in verbs.h: context->ops.alloc_mw / bind_mw / dealloc_mw (slots
+# 7, 8, 9 of struct ibv_context_ops, rdma-core 44).
+_ALLOC_MW = ctypes.CFUNCTYPE(ctypes.POINTER(IbvMw), ctypes.c_void_p,
+                             ctypes.c_int)
+_BIND_MW = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
+                            ctypes.POINTER(IbvMw), ctypes.POINTER(IbvMwBind))
+_DEALLOC_MW = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(IbvMw))
+RACE_SECONDS = 5
+
+
+class BindRace:
+    """A type 1 window, an MR (LW | RR | MW_BIND) and a self-connected RC
+    QP through ctypes; bind() and rereg() run in two threads at once,
+    released together, as often as RACE_SECONDS allow."""
+
+    def __init__(self, c, gid_index):
+        self.c, self.gid_index = c, gid_index
+        ops = ctypes.cast(c.p + 8, ctypes.POINTER(ctypes.c_void_p * 32))
+        self._bind = _BIND_MW(ops.contents[8])
+        self._dealloc = _DEALLOC_MW(ops.contents[9])
+        self.pd2 = c.alloc_pd()
+        self.cq = c.cq(64)
+        self.buf = c.buf(SZ)
+        self.mr = c.mr(self.buf.addr, SZ, LW | RR | e.IBV_ACCESS_MW_BIND)
+        self.mw = _ALLOC_MW(ops.contents[7])(c.pd, e.IBV_MW_TYPE_1)
+        assert self.mw, f'ibv_alloc_mw: errno {ctypes.get_errno()}'
+        self.qp = dv.RcQp(c, c.pd, self.cq, gid_index)
+
+    def bind(self, length=SZ):
+        """Bind the window over the MR (length 0: unbind); the status of
+        the bind's completion, or -errno if it could not be posted."""
+        b = IbvMwBind(wr_id=7, send_flags=dv.SEND_SIGNALED,
+                      mr=ctypes.cast(self.mr.p, ctypes.c_void_p).value
+                      if length else None,
+                      addr=self.buf.addr if length else 0, length=length,
+                      mw_access_flags=RR if length else 0)
+        rc = self._bind(ctypes.cast(self.qp.p, ctypes.c_void_p), self.mw,
+                        ctypes.byref(b))
+        if rc:
+            return -rc
+        return self.cq.wait(1, 60)[0].status
+
+    def rereg(self, flags, pd=None, access=0, addr=None):
+        """ibv_rereg_mr(): 0 or the errno it failed with."""
+        rc = dv._ibv.ibv_rereg_mr(self.mr.p, flags, pd, addr,
+                                  SZ if addr else 0, access)
+        return ctypes.get_errno() or -1 if rc else 0
+
+    def new_qp(self):
+        """The QP a failed bind left in ERR is replaced."""
+        self.qp.close()
+        self.qp = dv.RcQp(self.c, self.c.pd, self.cq, self.gid_index)
+
+    def close(self):
+        self.qp.close()
+        if self.mw:
+            assert self._dealloc(self.mw) == 0
+            self.mw = None
+
+
+dv._ibv.ibv_rereg_mr.restype = ctypes.c_int
+dv._ibv.ibv_rereg_mr.argtypes = [ctypes.c_void_p, ctypes.c_int,
+                                 ctypes.c_void_p, ctypes.c_void_p,
+                                 ctypes.c_size_t, ctypes.c_int]
+
+
+def test_rereg_races_bind(ctx):
+    """Bind a type 1 window and re-register its MR at the same moment,
+    over and over: the outcome is always one the two calls give in some
+    order.  Dropping MW_BIND or moving the MR to another PD: exactly one
+    of bind and rereg succeeds (rereg after bind: EBUSY; bind after
+    rereg: IBV_WC_MW_BIND_ERR), never both.  A new translation may follow
+    the bind too (the bind then names the new MR) but never takes the MR
+    from under a bound window.  The kernel log stays clean (checked by
+    the fixture)."""
+    import threading
+    gid_index = h.find_ipv4_gid_index(ctx)
+    with dv.Ctx(h.DEV) as c:
+        r = BindRace(c, gid_index)
+        try:
+            kinds = {
+                'access': (lambda: r.rereg(ACCESS, access=LW | RR),
+                           lambda: r.rereg(ACCESS, access=LW | RR |
+                                           e.IBV_ACCESS_MW_BIND)),
+                'pd': (lambda: r.rereg(PDFLAG, pd=r.pd2),
+                       lambda: r.rereg(PDFLAG, pd=c.pd)),
+                'trans': (lambda: r.rereg(TRANS, addr=r.buf.addr), None),
+            }
+            start = threading.Barrier(3, timeout=120)
+            done = threading.Barrier(3, timeout=120)
+            res = {}
+            round_kind = ['access']
+            stop = [False]
+
+            def worker(name, op):
+                while True:
+                    start.wait()
+                    if stop[0]:
+                        return
+                    try:
+                        res[name] = op()
+                    except Exception as ex:     # reported by the main loop
+                        res[name] = ex
+                    done.wait()
+            threads = [
+                threading.Thread(target=worker, daemon=True,
+                                 args=('bind', r.bind)),
+                threading.Thread(target=worker, daemon=True, args=(
+                    'rereg', lambda: kinds[round_kind[0]][0]()))]
+            for t in threads:
+                t.start()
+            seen = {}
+            end = time.monotonic() + RACE_SECONDS
+            i = 0
+            try:
+                while time.monotonic() < end:
+                    kind = round_kind[0] = ('access', 'pd', 'trans')[i % 3]
+                    i += 1
+                    start.wait()
+                    done.wait()
+                    for name in ('bind', 'rereg'):
+                        if isinstance(res[name], Exception):
+                            raise res[name]
+                    bound = res['bind'] == e.IBV_WC_SUCCESS
+                    rereg = res['rereg']
+                    assert res['bind'] in (e.IBV_WC_SUCCESS,
+                                           e.IBV_WC_MW_BIND_ERR), res
+                    assert rereg in (0, errno.EBUSY), \
+                        f'{kind}: rereg: {os.strerror(rereg)}'
+                    if kind == 'trans':
+                        assert bound or rereg == 0, f'{kind}: both failed'
+                    else:
+                        assert bound != (rereg == 0), \
+                            f'{kind}: bind {"and" if bound else "nor"} ' \
+                            f'rereg succeeded ({seen})'
+                    seen[(kind, bound, rereg)] = \
+                        seen.get((kind, bound, rereg), 0) + 1
+                    if bound:
+                        assert r.bind(0) == e.IBV_WC_SUCCESS, 'unbind'
+                    else:
+                        r.new_qp()
+                    undo = kinds[kind][1]
+                    if rereg == 0 and undo is not None:
+                        assert undo() == 0, f'{kind}: undo failed'
+            finally:
+                stop[0] = True
+                try:
+                    start.wait()
+                except threading.BrokenBarrierError:
+                    pass
+                for t in threads:
+                    t.join(60)
+            # both orders happened, or the race was not a race
+            assert i >= 30, f'only {i} rounds in {RACE_SECONDS}s'
+            print(f'{i} rounds: {seen}')
+        finally:
+            r.close()
