@@ -18,6 +18,7 @@
 #include <linux/hashtable.h>
 #include <linux/mutex.h>
 #include <linux/mm.h>
+#include <linux/slab.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/bzc-abi.h>
@@ -388,6 +389,25 @@ void bzc_mr_put(struct bzc_mr *mr);
 struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
 			    u64 addr, u64 len, int access);
 int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr);
+
+/*
+ * Pages one pinned range (MR or MR cache range) may hold: its page array
+ * must stay within what kvmalloc() takes (just under 1 TiB of 4 KiB pages).
+ */
+#define BZC_MAX_PIN_PAGES (INT_MAX / sizeof(struct page *))
+
+/*
+ * The page array of a range to pin. Its size comes from the user: refused
+ * above BZC_MAX_PIN_PAGES, charged to the caller's memory cgroup, and no
+ * allocation-failure warning.
+ */
+static inline struct page **bzc_page_array_alloc(unsigned long npages)
+{
+	if (npages > BZC_MAX_PIN_PAGES)
+		return NULL;
+	return kvcalloc(npages, sizeof(struct page *),
+			GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+}
 
 /* bzc_mr_cache.c */
 struct bzc_mr_cache_stats;

@@ -105,6 +105,9 @@ static int UVERBS_HANDLER(BZC_METHOD_CACHED_MR_REG)(
 		return err;
 	if (cmd.comp_mask & ~(u64)BZC_CACHED_MR_REG_MASK_ALL)
 		return -EOPNOTSUPP;
+	/* The cache pins its creator's memory: not for a forked child. */
+	if (!bzc_mrc_owned_by_current(to_bpd(pd)))
+		return -EPERM;
 
 	mr = bzc_cached_mr_create(to_bpd(pd), cmd.addr, cmd.length,
 				  cmd.access, &hit);

@@ -12,6 +12,9 @@ Modes:
                  checked; prints {"ok": n}.
   hold SIZE      posts a COPY and a WRITE of SIZE bytes, prints
                  {"posted": true} and sleeps (to be killed mid-transfer).
+  memlock LIMIT  without CAP_IPC_LOCK and with RLIMIT_MEMLOCK LIMIT bytes,
+                 tries registrations of several sizes; prints
+                 {"case": errno or 0, ...}.
 """
 
 import json
@@ -159,6 +162,37 @@ def hold(size):
         time.sleep(60)
 
 
+def memlock(limit):
+    """Registrations by a process that RLIMIT_MEMLOCK binds: each case's
+    errno (0: it worked), with what the kernel pinned for it afterwards."""
+    import errno
+    import resource
+    dv.drop_cap_ipc_lock()
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (limit, limit))
+    out = {}
+    with dv.Ctx(DEV) as c:
+        small = c.buf(limit // 2)
+        big = c.buf(limit * 4)
+        tib2 = dv.reserve_rw(2 << 40)
+        cases = {
+            'cached_within': lambda: dv.CachedMr(c.pd, small.addr,
+                                                 limit // 2),
+            'cached_over': lambda: dv.CachedMr(c.pd, big.addr, limit * 4),
+            'cached_2tib': lambda: dv.CachedMr(c.pd, tib2, 2 << 40),
+            'reg_over': lambda: dv.Mr(c.pd, big.addr, limit * 4),
+        }
+        for name, make in cases.items():
+            try:
+                obj = make()
+                obj.close()
+                out[name] = 0
+            except OSError as e:
+                out[name] = e.errno or errno.EIO
+        out['pinned_bytes'] = c.cache_stats().pinned_bytes
+        dv.munmap(tib2, 2 << 40)
+    say(out)
+
+
 def main():
     mode = sys.argv[1]
     if mode == 'serve':
@@ -167,6 +201,8 @@ def main():
         selftest(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == 'hold':
         hold(int(sys.argv[2]))
+    elif mode == 'memlock':
+        memlock(int(sys.argv[2]))
     else:
         raise SystemExit(f'unknown mode {mode}')
 

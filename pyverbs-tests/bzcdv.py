@@ -257,6 +257,42 @@ def reserve(length):
     return p
 
 
+def reserve_rw(length):
+    """Writable address space that nothing backs yet (MAP_NORESERVE): as
+    large as the caller likes, as long as nobody touches it."""
+    p = _libc.mmap(None, length, PROT_RW,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    if p in (None, MAP_FAILED):
+        _errno_raise('mmap')
+    return p
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [('effective', ctypes.c_uint32), ('permitted', ctypes.c_uint32),
+                ('inheritable', ctypes.c_uint32)]
+
+
+_CAP_V3 = 0x20080522
+CAP_IPC_LOCK = 14
+
+
+def drop_cap_ipc_lock():
+    """Drop CAP_IPC_LOCK from this process (root stays root otherwise), so
+    that RLIMIT_MEMLOCK binds it."""
+    hdr = _CapHeader(_CAP_V3, 0)
+    data = (_CapData * 2)()
+    if _libc.capget(ctypes.byref(hdr), data):
+        _errno_raise('capget')
+    data[0].effective &= ~(1 << CAP_IPC_LOCK)
+    data[0].permitted &= ~(1 << CAP_IPC_LOCK)
+    if _libc.capset(ctypes.byref(hdr), data):
+        _errno_raise('capset')
+
+
 def munmap(addr, length):
     if _libc.munmap(addr, length):
         _errno_raise('munmap')

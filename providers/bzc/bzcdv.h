@@ -220,7 +220,9 @@ struct bzcdv_mr_cached {
  * support, or the cache is disabled: mr_cache_max_bytes 0), EINVAL (NULL
  * pd, length 0, unknown access bits, a range that wraps), ENOMEM, or the
  * kernel's errno (EFAULT: memory not mapped with the access asked for;
- * see bzcdv_reg_mr_cached(3)).
+ * ENOMEM: more than RLIMIT_MEMLOCK allows, or more pages than one
+ * registration holds, about 1 TiB; EPERM: not the process that allocated
+ * @pd, e.g. a forked child; see bzcdv_reg_mr_cached(3)).
  */
 struct bzcdv_mr_cached *bzcdv_reg_mr_cached(struct ibv_pd *pd, void *addr,
 					    size_t length, unsigned int access);
