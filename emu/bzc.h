@@ -435,6 +435,9 @@ struct bzc_bulk_chan *bzc_bulk_chan_create(struct bzc_pd *pd,
 					   struct bzc_bulk_chan_create_resp *resp);
 void bzc_bulk_chan_destroy(struct bzc_bulk_chan *chan);
 int bzc_bulk_doorbell(struct bzc_bulk_chan *chan);
+int bzc_bulk_chan_connect(struct bzc_bulk_chan *chan,
+			  const union ib_gid *remote_gid, u32 remote_chan,
+			  u32 sgid_index);
 
 /* bzc_bulk_uapi.c */
 extern const struct uapi_definition bzc_uapi_defs[];

@@ -108,6 +108,11 @@ static_assert(offsetof(struct bzc_bulk_chan_create_resp, entries) == 20);
 static_assert(offsetof(struct bzc_bulk_chan_create_resp, wqe_size) == 24);
 static_assert(offsetof(struct bzc_bulk_chan_create_resp, chan_num) == 28);
 
+static_assert(sizeof(struct bzc_bulk_chan_connect_cmd) == 32);
+static_assert(offsetof(struct bzc_bulk_chan_connect_cmd, remote_gid) == 8);
+static_assert(offsetof(struct bzc_bulk_chan_connect_cmd, remote_chan) == 24);
+static_assert(offsetof(struct bzc_bulk_chan_connect_cmd, sgid_index) == 28);
+
 static_assert(sizeof(struct bzc_bulk_sge) == 24);
 static_assert(offsetof(struct bzc_bulk_sge, length) == 8);
 static_assert(offsetof(struct bzc_bulk_sge, lkey) == 16);

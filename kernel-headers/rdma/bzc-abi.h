@@ -237,6 +237,19 @@ struct bzc_bulk_chan_create_resp {
 	__u32 chan_num;			/* what other channels name it by */
 };
 
+/*
+ * BZC_METHOD_BULK_CHAN_CONNECT: the peer a channel reaches and accepts,
+ * named the way a wire packet names it, (GID, channel number), with this
+ * channel's own address as the index of a GID of the device's port 1.
+ * An operation runs only between two channels that named each other.
+ */
+struct bzc_bulk_chan_connect_cmd {
+	__aligned_u64 comp_mask;	/* enum bzc_bulk_chan_connect_mask */
+	__u8 remote_gid[16];		/* the peer's device address */
+	__u32 remote_chan;		/* its bzc_bulk_chan_create_resp.chan_num */
+	__u32 sgid_index;		/* this channel's address */
+};
+
 /* One scatter/gather element of a bulk WQE: 64-bit lengths. */
 struct bzc_bulk_sge {
 	__aligned_le64 addr;

@@ -202,6 +202,13 @@ BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, wqe_size, 24);
 BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, chan_num, 28);
 BZC_CHECK_ALIGN(bzc_bulk_chan_create_resp);
 
+BZC_CHECK_SIZE(bzc_bulk_chan_connect_cmd, 32);
+BZC_CHECK_OFFSET(bzc_bulk_chan_connect_cmd, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_bulk_chan_connect_cmd, remote_gid, 8);
+BZC_CHECK_OFFSET(bzc_bulk_chan_connect_cmd, remote_chan, 24);
+BZC_CHECK_OFFSET(bzc_bulk_chan_connect_cmd, sgid_index, 28);
+BZC_CHECK_ALIGN(bzc_bulk_chan_connect_cmd);
+
 BZC_CHECK_SIZE(bzc_bulk_sge, 24);
 BZC_CHECK_OFFSET(bzc_bulk_sge, addr, 0);
 BZC_CHECK_OFFSET(bzc_bulk_sge, length, 8);

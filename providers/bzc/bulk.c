@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * Bulk channels (bzcdv.h): the device's bulk limits, channel creation on a
- * ring mapped from the kernel, and bzcdv_post_bulk(), which fills that
- * ring and rings the doorbell method once per call.
+ * ring mapped from the kernel, the connection to the one peer a channel
+ * reaches, and bzcdv_post_bulk(), which fills that ring and rings the
+ * doorbell method once per call.
  *
  * The ring follows the rules of a QP's SQ (kernel-headers/rdma/bzc-abi.h):
  * the process writes WQEs at prod, publishes prod with a release store and
@@ -218,6 +219,32 @@ BZC_EXPORT int bzcdv_destroy_bulk_chan(struct bzcdv_bulk_chan *dv)
 	pthread_spin_destroy(&chan->wq.lock);
 	free(chan);
 	return 0;
+}
+
+BZC_EXPORT int bzcdv_connect_bulk_chan(struct bzcdv_bulk_chan *dv,
+				       const struct bzcdv_bulk_conn_attr *attr)
+{
+	struct bzc_bulk_chan_connect_cmd ccmd = {};
+	struct bzc_bulk_chan *chan;
+	struct bzc_cmd cmd;
+	int ret;
+
+	if (!dv || !attr)
+		return EINVAL;
+	if (attr->comp_mask & ~(uint64_t)BZCDV_BULK_CONN_ATTR_MASK_ALL)
+		return EINVAL;
+	chan = to_bchan(dv);
+
+	memcpy(ccmd.remote_gid, attr->remote_gid.raw, sizeof(ccmd.remote_gid));
+	ccmd.remote_chan = attr->remote_chan;
+	ccmd.sgid_index = attr->sgid_index;
+	bzc_cmd_init(&cmd, BZC_OBJECT_BULK_CHAN, BZC_METHOD_BULK_CHAN_CONNECT);
+	bzc_cmd_add_idr(&cmd, BZC_ATTR_BULK_CHAN_CONNECT_HANDLE, chan->handle);
+	bzc_cmd_add_ptr_in(&cmd, BZC_ATTR_BULK_CHAN_CONNECT_CMD, &ccmd,
+			   sizeof(ccmd));
+	ret = bzc_cmd_exec(dv->context, &cmd);
+	/* A kernel from before connections has no such method. */
+	return ret == EPROTONOSUPPORT ? EOPNOTSUPP : ret;
 }
 
 static int bzc_bulk_doorbell(struct bzc_bulk_chan *chan)
