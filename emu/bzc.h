@@ -82,6 +82,7 @@ struct bzc_dev {
 	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
 	u32 ah_next;
 	atomic_t srq_count;		/* at most attr.max_srq */
+	atomic_t bulk_chans;		/* at most bzc_bulk_max_chans() */
 	/*
 	 * Multicast groups by MGID (bzc_mcast.c): each lists the QPs
 	 * attached to it, without holding references. A QP is detached from

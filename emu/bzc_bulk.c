@@ -52,7 +52,13 @@ module_param(bulk_seg_kb, uint, 0644);
 MODULE_PARM_DESC(bulk_seg_kb,
 		 "KiB a worker copies of a bulk WQE at a time (64-65536), at channel creation");
 
+static unsigned int max_bulk_chans = 1024;
+module_param(max_bulk_chans, uint, 0644);
+MODULE_PARM_DESC(max_bulk_chans,
+		 "Bulk channels one device holds at once (1-65536), at channel creation");
+
 #define BZC_BULK_MAX_WORKERS	16
+#define BZC_BULK_MAX_CHANS	SZ_64K
 #define BZC_BULK_MAX_SGE	16
 #define BZC_BULK_MAX_DEPTH	4096
 #define BZC_BULK_MAX_LEN	(1ULL << 42)	/* 4 TiB */
@@ -151,6 +157,11 @@ static u32 bzc_bulk_workers(void)
 	return clamp_t(u32, READ_ONCE(bulk_workers), 1, BZC_BULK_MAX_WORKERS);
 }
 
+static u32 bzc_bulk_max_chans(void)
+{
+	return clamp_t(u32, READ_ONCE(max_bulk_chans), 1, BZC_BULK_MAX_CHANS);
+}
+
 static u64 bzc_bulk_seg_bytes(void)
 {
 	return (u64)clamp_t(u32, READ_ONCE(bulk_seg_kb), 64, SZ_64K) << 10;
@@ -165,6 +176,8 @@ void bzc_bulk_caps(struct bzc_bulk_caps *caps)
 	caps->max_chan_depth = BZC_BULK_MAX_DEPTH;
 	caps->seg_bytes = bzc_bulk_seg_bytes();
 	caps->workers = bzc_bulk_workers();
+	caps->max_chans = bzc_bulk_max_chans();
+	caps->comp_mask = BZC_BULK_CAPS_MAX_CHANS;
 }
 
 /* Channel `num` of `bdev`, referenced. */
@@ -722,17 +735,27 @@ struct bzc_bulk_chan *bzc_bulk_chan_create(struct bzc_pd *pd,
 					   struct ib_udata *udata,
 					   struct bzc_bulk_chan_create_resp *resp)
 {
+	struct bzc_dev *bdev = to_bdev(pd->ibpd.device);
+	u32 i, nlanes = bzc_bulk_workers(), max = bzc_bulk_max_chans();
 	struct bzc_bulk_chan *chan;
-	u32 i, nlanes = bzc_bulk_workers();
 	int err;
 
 	if (!depth || depth > BZC_BULK_MAX_DEPTH)
 		return ERR_PTR(-EINVAL);
+	if (atomic_inc_return(&bdev->bulk_chans) > max) {
+		ibdev_info_ratelimited(&bdev->ibdev,
+				       "bulk channel limit (%u per device) reached\n",
+				       max);
+		err = -ENOMEM;
+		goto err_count;
+	}
 
 	chan = kzalloc(struct_size(chan, lanes, nlanes), GFP_KERNEL);
-	if (!chan)
-		return ERR_PTR(-ENOMEM);
-	chan->bdev = to_bdev(pd->ibpd.device);
+	if (!chan) {
+		err = -ENOMEM;
+		goto err_count;
+	}
+	chan->bdev = bdev;
 	chan->pd = pd;
 	chan->cq = cq;
 	chan->rcq = rcq;
@@ -774,6 +797,8 @@ err_ring:
 	bzc_ring_free(&chan->ring);
 err_free:
 	kfree(chan);
+err_count:
+	atomic_dec(&bdev->bulk_chans);
 	return ERR_PTR(err);
 }
 
@@ -821,6 +846,7 @@ void bzc_bulk_chan_destroy(struct bzc_bulk_chan *chan)
 		atomic_dec(&chan->rcq->ibcq.usecnt);
 	atomic_dec(&chan->cq->ibcq.usecnt);
 	atomic_dec(&chan->pd->ibpd.usecnt);
+	atomic_dec(&chan->bdev->bulk_chans);
 	bzc_ring_free(&chan->ring);
 	kfree(chan);
 }

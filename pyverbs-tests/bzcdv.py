@@ -54,6 +54,7 @@ BULK_READ = 2
 BULK_COPY = 3
 BULK_FENCE = 1 << 0
 CHAN_INIT_ATTR_MASK_RECV_CQ = 1 << 0
+DEVICE_ATTR_MASK_MAX_CHANS = 1 << 0
 GID_TBL_LEN = 128                   # port 1 of a bzc device
 MR_CACHED_HIT = 1 << 0
 BYTE_LEN_SATURATED = 0xffffffff
@@ -94,7 +95,8 @@ class DeviceAttr(ctypes.Structure):
                 ('max_bulk_sge', ctypes.c_uint32),
                 ('max_chan_depth', ctypes.c_uint32),
                 ('seg_bytes', ctypes.c_uint32),
-                ('workers', ctypes.c_uint32)]
+                ('workers', ctypes.c_uint32),
+                ('max_chans', ctypes.c_uint32)]
 
 
 class ChanInitAttr(ctypes.Structure):

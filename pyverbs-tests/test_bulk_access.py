@@ -23,6 +23,7 @@ import bzcdv as dv
 from test_bulk import Peer, bulk, c, caps, pinned_pages  # noqa: F401
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
+PARAMS = '/sys/module/bzc/parameters'
 
 pytestmark = pytest.mark.keeps_netdev
 
@@ -283,6 +284,59 @@ def test_other_device_cannot_reach(c, victim, second_device):
         assert dv.read(buf.addr, 4096) == b'\xee' * 4096
         ch.close()
     assert_untouched(p)
+
+
+# --------------------------------------------------------------------------
+# Bulk channels: how many
+# --------------------------------------------------------------------------
+
+def _set_param(name, value):
+    with open(f'{PARAMS}/{name}', 'w') as f:
+        f.write(str(value))
+
+
+def test_max_chans_advertised(c):
+    """max_chans is filled in only when asked for in comp_mask, and then
+    equals the module parameter max_bulk_chans."""
+    a = dv.DeviceAttr(comp_mask=0, max_chans=0xdeadbeef)
+    assert dv.lib.bzcdv_query_device(c.p, ctypes.byref(a)) == 0
+    assert (a.comp_mask, a.max_chans) == (0, 0xdeadbeef)
+    a = c.query_device(comp_mask=dv.DEVICE_ATTR_MASK_MAX_CHANS)
+    assert a.comp_mask == dv.DEVICE_ATTR_MASK_MAX_CHANS
+    assert a.max_chans == int(h.read_file(f'{PARAMS}/max_bulk_chans'))
+    assert a.max_chans >= 64
+
+
+def test_chan_limit_enomem(c):
+    """At max_chans channels on the device (all processes together) the
+    next bzcdv_create_bulk_chan() fails with ENOMEM; destroying one makes
+    room again."""
+    path = f'{PARAMS}/max_bulk_chans'
+    old = int(h.read_file(path))
+    limit = 5
+    made = []
+    try:
+        _set_param('max_bulk_chans', limit)
+        a = c.query_device(comp_mask=dv.DEVICE_ATTR_MASK_MAX_CHANS)
+        assert a.max_chans == limit
+        cq = c.cq(64)
+        for _ in range(limit):
+            made.append(dv.Chan(c, c.pd, cq, depth=1))
+        with pytest.raises(OSError) as e:
+            dv.Chan(c, c.pd, cq, depth=1)
+        assert e.value.errno == errno.ENOMEM
+        # another context (or process) counts against the same device
+        with dv.Ctx(h.DEV) as c2:
+            with pytest.raises(OSError) as e:
+                dv.Chan(c2, c2.pd, c2.cq(4), depth=1)
+            assert e.value.errno == errno.ENOMEM
+        made.pop().close()
+        made.append(dv.Chan(c, c.pd, cq, depth=1))
+    finally:
+        for ch in made:
+            ch.close()
+        _set_param('max_bulk_chans', old)
+    c.chan(depth=1)
 
 
 # --------------------------------------------------------------------------

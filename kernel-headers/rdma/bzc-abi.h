@@ -195,13 +195,16 @@ struct bzc_create_ah_resp {
 
 /* BZC_METHOD_QUERY_BULK_CAPS */
 struct bzc_bulk_caps {
-	__aligned_u64 comp_mask;	/* none defined yet */
+	__aligned_u64 comp_mask;	/* enum bzc_bulk_caps_mask */
 	__aligned_u64 max_bulk_len;	/* bytes one bulk WQE may move */
 	__aligned_u64 mr_cache_max_bytes; /* pinned bytes a PD's cache keeps */
 	__u32 max_bulk_sge;		/* SGEs in one bulk WQE */
 	__u32 max_chan_depth;		/* WQE slots of a channel ring */
 	__u32 seg_bytes;		/* the unit a worker copies at a time */
 	__u32 workers;			/* workers one WQE is spread over */
+	/* BZC_BULK_CAPS_MAX_CHANS: channels the device holds at once */
+	__u32 max_chans;
+	__u32 pad;
 };
 
 /* BZC_METHOD_QUERY_MR_CACHE: the counters of one PD's cache. */

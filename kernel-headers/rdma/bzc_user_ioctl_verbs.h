@@ -94,6 +94,11 @@ enum bzc_bulk_wqe_flags {
  */
 #define BZC_WC_BULK_COPY 135
 
+/* bzc_bulk_caps.comp_mask: which optional fields the kernel filled in. */
+enum bzc_bulk_caps_mask {
+	BZC_BULK_CAPS_MAX_CHANS = 1 << 0,
+};
+
 /* bzc_bulk_chan_create_cmd.comp_mask */
 enum bzc_bulk_chan_create_mask {
 	BZC_BULK_CHAN_CREATE_MASK_ALL = 0,

@@ -167,7 +167,7 @@ BZC_CHECK_OFFSET(bzc_create_ah_resp, pad, 4);
 _Static_assert(_Alignof(struct bzc_create_ah_resp) == 4,
 	       "bzc_create_ah_resp must be 4-byte aligned");
 
-BZC_CHECK_SIZE(bzc_bulk_caps, 40);
+BZC_CHECK_SIZE(bzc_bulk_caps, 48);
 BZC_CHECK_OFFSET(bzc_bulk_caps, comp_mask, 0);
 BZC_CHECK_OFFSET(bzc_bulk_caps, max_bulk_len, 8);
 BZC_CHECK_OFFSET(bzc_bulk_caps, mr_cache_max_bytes, 16);
@@ -175,6 +175,8 @@ BZC_CHECK_OFFSET(bzc_bulk_caps, max_bulk_sge, 24);
 BZC_CHECK_OFFSET(bzc_bulk_caps, max_chan_depth, 28);
 BZC_CHECK_OFFSET(bzc_bulk_caps, seg_bytes, 32);
 BZC_CHECK_OFFSET(bzc_bulk_caps, workers, 36);
+BZC_CHECK_OFFSET(bzc_bulk_caps, max_chans, 40);
+BZC_CHECK_OFFSET(bzc_bulk_caps, pad, 44);
 BZC_CHECK_ALIGN(bzc_bulk_caps);
 
 BZC_CHECK_SIZE(bzc_mr_cache_stats, 56);

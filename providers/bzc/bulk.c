@@ -79,7 +79,12 @@ BZC_EXPORT int bzcdv_query_device(struct ibv_context *ctx,
 	attr->max_chan_depth = caps.max_chan_depth;
 	attr->seg_bytes = caps.seg_bytes;
 	attr->workers = caps.workers;
-	/* No optional fields exist yet: none was filled in. */
+	/* Optional fields: written only when the caller's struct has them. */
+	if ((attr->comp_mask & BZCDV_DEVICE_ATTR_MASK_MAX_CHANS) &&
+	    (caps.comp_mask & BZC_BULK_CAPS_MAX_CHANS))
+		attr->max_chans = caps.max_chans;
+	else
+		attr->comp_mask &= ~(uint64_t)BZCDV_DEVICE_ATTR_MASK_MAX_CHANS;
 	attr->comp_mask &= BZCDV_DEVICE_ATTR_MASK_ALL;
 	return 0;
 }

@@ -52,9 +52,10 @@ bool bzcdv_is_supported(struct ibv_device *device);
 /* Device limits                                                            */
 /* ---------------------------------------------------------------------- */
 
-/* bzcdv_device_attr.comp_mask: no optional fields yet. */
+/* bzcdv_device_attr.comp_mask: the optional fields. */
 enum bzcdv_device_attr_mask {
-	BZCDV_DEVICE_ATTR_MASK_ALL = 0,
+	BZCDV_DEVICE_ATTR_MASK_MAX_CHANS = 1 << 0,
+	BZCDV_DEVICE_ATTR_MASK_ALL = BZCDV_DEVICE_ATTR_MASK_MAX_CHANS,
 };
 
 struct bzcdv_device_attr {
@@ -66,10 +67,14 @@ struct bzcdv_device_attr {
 	uint32_t max_chan_depth;	/* largest channel depth, in WQEs */
 	uint32_t seg_bytes;		/* bytes a worker copies at a time */
 	uint32_t workers;		/* workers one WR is spread over */
+	/* BZCDV_DEVICE_ATTR_MASK_MAX_CHANS: */
+	uint32_t max_chans;		/* channels the device holds at once,
+					   all processes together */
 };
 
 /*
- * Fills @attr with the bulk limits of @ctx's device.
+ * Fills @attr with the bulk limits of @ctx's device (max_chans only when
+ * asked for in comp_mask and the kernel reports it).
  * Kernel: BZC_OBJECT_DEVICE / BZC_METHOD_QUERY_BULK_CAPS.
  * Returns 0, EOPNOTSUPP (no bulk support), or the ioctl's errno (EIO once
  * the device is gone).
@@ -117,7 +122,8 @@ struct bzcdv_bulk_chan {
  * the channel's ring on the uverbs fd.
  * Returns the channel, or NULL with errno: EOPNOTSUPP (no bulk support),
  * EINVAL (unknown comp_mask bit, missing pd/cq, objects of another
- * context, depth 0 or above max_chan_depth), ENOMEM, EPROTO (the kernel
+ * context, depth 0 or above max_chan_depth), ENOMEM (also: the device
+ * holds max_chans channels already), EPROTO (the kernel
  * described a ring this library cannot use), or the ioctl's errno.
  */
 struct bzcdv_bulk_chan *
