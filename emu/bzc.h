@@ -18,6 +18,7 @@
 #include <linux/hashtable.h>
 #include <linux/mutex.h>
 #include <linux/mm.h>
+#include <linux/slab.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/bzc-abi.h>
@@ -90,6 +91,7 @@ struct bzc_dev {
 	atomic_t num_mr;
 	atomic_t num_mw;
 	atomic_t num_ah;
+	atomic_t bulk_chans;		/* at most bzc_bulk_max_chans() */
 	/*
 	 * Multicast groups by MGID (bzc_mcast.c): each lists the QPs
 	 * attached to it, without holding references. A QP is detached from
@@ -454,6 +456,25 @@ void bzc_keys_free(struct bzc_dev *bdev);
 int bzc_key_reserve(struct bzc_dev *bdev, u32 *key);
 void bzc_key_publish(struct bzc_dev *bdev, u32 key, void *entry);
 
+/*
+ * Pages one pinned range (MR or MR cache range) may hold: its page array
+ * must stay within what kvmalloc() takes (just under 1 TiB of 4 KiB pages).
+ */
+#define BZC_MAX_PIN_PAGES (INT_MAX / sizeof(struct page *))
+
+/*
+ * The page array of a range to pin. Its size comes from the user: refused
+ * above BZC_MAX_PIN_PAGES, charged to the caller's memory cgroup, and no
+ * allocation-failure warning.
+ */
+static inline struct page **bzc_page_array_alloc(unsigned long npages)
+{
+	if (npages > BZC_MAX_PIN_PAGES)
+		return NULL;
+	return kvcalloc(npages, sizeof(struct page *),
+			GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+}
+
 /* bzc_mr_cache.c */
 struct bzc_mr_cache_stats;
 extern unsigned int bzc_mr_cache_max_mb;
@@ -480,6 +501,9 @@ struct bzc_bulk_chan *bzc_bulk_chan_create(struct bzc_pd *pd,
 					   struct bzc_bulk_chan_create_resp *resp);
 void bzc_bulk_chan_destroy(struct bzc_bulk_chan *chan);
 int bzc_bulk_doorbell(struct bzc_bulk_chan *chan);
+int bzc_bulk_chan_connect(struct bzc_bulk_chan *chan,
+			  const union ib_gid *remote_gid, u32 remote_chan,
+			  u32 sgid_index);
 
 /* bzc_bulk_uapi.c */
 extern const struct uapi_definition bzc_uapi_defs[];

@@ -89,11 +89,12 @@ static_assert(offsetof(struct bzc_create_srq_resp, pad) == 20);
 
 static_assert(sizeof(struct bzc_create_ah_resp) == 8);
 
-static_assert(sizeof(struct bzc_bulk_caps) == 40);
+static_assert(sizeof(struct bzc_bulk_caps) == 48);
 static_assert(offsetof(struct bzc_bulk_caps, max_bulk_len) == 8);
 static_assert(offsetof(struct bzc_bulk_caps, mr_cache_max_bytes) == 16);
 static_assert(offsetof(struct bzc_bulk_caps, max_bulk_sge) == 24);
 static_assert(offsetof(struct bzc_bulk_caps, workers) == 36);
+static_assert(offsetof(struct bzc_bulk_caps, max_chans) == 40);
 
 static_assert(sizeof(struct bzc_mr_cache_stats) == 56);
 static_assert(offsetof(struct bzc_mr_cache_stats, hits) == 8);
@@ -108,6 +109,11 @@ static_assert(offsetof(struct bzc_bulk_chan_create_resp, mmap_len) == 16);
 static_assert(offsetof(struct bzc_bulk_chan_create_resp, entries) == 20);
 static_assert(offsetof(struct bzc_bulk_chan_create_resp, wqe_size) == 24);
 static_assert(offsetof(struct bzc_bulk_chan_create_resp, chan_num) == 28);
+
+static_assert(sizeof(struct bzc_bulk_chan_connect_cmd) == 32);
+static_assert(offsetof(struct bzc_bulk_chan_connect_cmd, remote_gid) == 8);
+static_assert(offsetof(struct bzc_bulk_chan_connect_cmd, remote_chan) == 24);
+static_assert(offsetof(struct bzc_bulk_chan_connect_cmd, sgid_index) == 28);
 
 static_assert(sizeof(struct bzc_bulk_sge) == 24);
 static_assert(offsetof(struct bzc_bulk_sge, length) == 8);

@@ -21,6 +21,11 @@
  * reported when the WRITE completes, so after its data and all earlier
  * requests' data is in place.
  *
+ * Access: WRITE, WRITE_WITH_IMM and READ reach only the channel this one
+ * is connected to (bzc_bulk_chan_connect()), and only while that channel
+ * is connected back to this one, as RC QPs name each other. Zero-length
+ * requests are checked the same way.
+ *
  * A request that fails completes with its error; the channel goes on.
  * Destroy flushes what has not started (IB_WC_WR_FLUSH_ERR), stops what
  * is running between segments, and waits for the lanes. A channel whose
@@ -29,9 +34,11 @@
  * doorbell fails with EIO.
  */
 #include <linux/highmem.h>
+#include <linux/nsproxy.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
+#include <rdma/ib_cache.h>
 
 #include "bzc.h"
 
@@ -45,7 +52,13 @@ module_param(bulk_seg_kb, uint, 0644);
 MODULE_PARM_DESC(bulk_seg_kb,
 		 "KiB a worker copies of a bulk WQE at a time (64-65536), at channel creation");
 
+static unsigned int max_bulk_chans = 1024;
+module_param(max_bulk_chans, uint, 0644);
+MODULE_PARM_DESC(max_bulk_chans,
+		 "Bulk channels one device holds at once (1-65536), at channel creation");
+
 #define BZC_BULK_MAX_WORKERS	16
+#define BZC_BULK_MAX_CHANS	SZ_64K
 #define BZC_BULK_MAX_SGE	16
 #define BZC_BULK_MAX_DEPTH	4096
 #define BZC_BULK_MAX_LEN	(1ULL << 42)	/* 4 TiB */
@@ -110,6 +123,14 @@ struct bzc_bulk_chan {
 	struct bzc_cq *rcq;		/* may be NULL */
 	u32 num;			/* chan_num, in bzc_chans */
 	refcount_t refcnt;		/* 1 while it exists + requests naming it */
+	/*
+	 * The peer, set once by bzc_bulk_chan_connect(); read by anyone
+	 * after an acquire of `connected`.
+	 */
+	bool connected;
+	union ib_gid sgid;		/* this channel's address */
+	union ib_gid peer_gid;
+	u32 peer_num;
 	struct completion released;
 	struct bzc_ring ring;
 	u64 seg_bytes;
@@ -124,13 +145,21 @@ struct bzc_bulk_chan {
 	struct bzc_bulk_lane lanes[];
 };
 
-/* Channels by number, across all bzc devices of this kernel. */
+/*
+ * Channels by number, unique across all bzc devices of this kernel; a
+ * lookup names the device too.
+ */
 static DEFINE_XARRAY_ALLOC1(bzc_chans);
 static u32 bzc_chan_next;
 
 static u32 bzc_bulk_workers(void)
 {
 	return clamp_t(u32, READ_ONCE(bulk_workers), 1, BZC_BULK_MAX_WORKERS);
+}
+
+static u32 bzc_bulk_max_chans(void)
+{
+	return clamp_t(u32, READ_ONCE(max_bulk_chans), 1, BZC_BULK_MAX_CHANS);
 }
 
 static u64 bzc_bulk_seg_bytes(void)
@@ -147,15 +176,18 @@ void bzc_bulk_caps(struct bzc_bulk_caps *caps)
 	caps->max_chan_depth = BZC_BULK_MAX_DEPTH;
 	caps->seg_bytes = bzc_bulk_seg_bytes();
 	caps->workers = bzc_bulk_workers();
+	caps->max_chans = bzc_bulk_max_chans();
+	caps->comp_mask = BZC_BULK_CAPS_MAX_CHANS;
 }
 
-static struct bzc_bulk_chan *bzc_chan_get(u32 num)
+/* Channel `num` of `bdev`, referenced. */
+static struct bzc_bulk_chan *bzc_chan_get(struct bzc_dev *bdev, u32 num)
 {
 	struct bzc_bulk_chan *chan;
 
 	xa_lock(&bzc_chans);
 	chan = xa_load(&bzc_chans, num);
-	if (chan && !refcount_inc_not_zero(&chan->refcnt))
+	if (chan && (chan->bdev != bdev || !refcount_inc_not_zero(&chan->refcnt)))
 		chan = NULL;
 	xa_unlock(&bzc_chans);
 	return chan;
@@ -208,6 +240,19 @@ static void bzc_span_put(struct bzc_span *sp)
 		bzc_mrc_put(sp->ent);
 	sp->mr = NULL;
 	sp->ent = NULL;
+}
+
+/*
+ * Does `target` take operations from `chan`: connected, to chan's number
+ * at chan's address, as a packet from chan would name its source?
+ */
+static bool bzc_bulk_accepts(struct bzc_bulk_chan *target,
+			     struct bzc_bulk_chan *chan)
+{
+	/* Pairs with the release in bzc_bulk_chan_connect(). */
+	return smp_load_acquire(&target->connected) &&
+	       target->peer_num == chan->num &&
+	       !memcmp(&target->peer_gid, &chan->sgid, sizeof(chan->sgid));
 }
 
 /* Resolve a request's keys and its target; the status it fails with. */
@@ -266,17 +311,28 @@ static enum ib_wc_status bzc_bulk_prepare(struct bzc_bulk_chan *chan,
 					 &req->far))
 			return IB_WC_LOC_PROT_ERR;
 	} else {
-		req->target = bzc_chan_get(req->remote_chan);
-		if (!req->target)
+		/*
+		 * Only to the connected peer, and only if it names us back.
+		 * The acquire pairs with bzc_bulk_chan_connect()'s release.
+		 */
+		if (!smp_load_acquire(&chan->connected) ||
+		    req->remote_chan != chan->peer_num)
+			return IB_WC_LOC_QP_OP_ERR;
+		req->target = bzc_chan_get(chan->bdev, chan->peer_num);
+		if (!req->target || !bzc_bulk_accepts(req->target, chan))
 			return IB_WC_REM_INV_REQ_ERR;
 		if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM &&
 		    !req->target->rcq)
 			return IB_WC_REM_INV_REQ_ERR;
-		/* No MR cache on the far side: it is another process's. */
-		if (len && (!req->rkey ||
-			    !bzc_span_get(req->target->bdev, req->target->pd,
-					  req->rkey, req->remote_addr, len,
-					  far_access, &req->far)))
+		/*
+		 * No MR cache on the far side: it is another process's. An
+		 * rkey is checked even for zero bytes.
+		 */
+		if ((len || req->rkey) &&
+		    (!req->rkey ||
+		     !bzc_span_get(req->target->bdev, req->target->pd,
+				   req->rkey, req->remote_addr, len,
+				   far_access, &req->far)))
 			return IB_WC_REM_ACCESS_ERR;
 	}
 	req->nseg = DIV_ROUND_UP_ULL(len, chan->seg_bytes);
@@ -603,23 +659,116 @@ out:
 	return err;
 }
 
+/*
+ * Is `attr` (a GID of the channel's device, referenced, or an ERR_PTR) an
+ * address the caller may use: its netdev in the caller's network
+ * namespace? Drops the reference.
+ */
+static bool bzc_bulk_gid_usable(const struct ib_gid_attr *attr)
+{
+	struct net_device *ndev;
+	bool ok;
+
+	if (IS_ERR(attr))
+		return false;
+	rcu_read_lock();
+	ndev = rdma_read_gid_attr_ndev_rcu(attr);
+	ok = !IS_ERR(ndev) && net_eq(dev_net(ndev), current->nsproxy->net_ns);
+	rcu_read_unlock();
+	rdma_put_gid_attr(attr);
+	return ok;
+}
+
+/**
+ * bzc_bulk_chan_connect() - name the one peer of a bulk channel
+ * @chan: a channel of the calling process
+ * @remote_gid: the peer channel's device address
+ * @remote_chan: the peer channel's number
+ * @sgid_index: this channel's own address, a GID index of the port
+ *
+ * A channel reaches, and takes operations from, only the peer it names,
+ * and only while that peer names it back (GID and number, as a packet
+ * names its source). Both GIDs must belong to the channel's device in the
+ * caller's network namespace: channels reach channels of their own device
+ * until the wire carries bulk transfers. Once per channel.
+ *
+ * Return: 0; -EPERM from another process than the PD's; -EINVAL for
+ * channel number 0 or no usable GID at @sgid_index; -ENETUNREACH when
+ * @remote_gid is not an address of the channel's device in the caller's
+ * network namespace; -EISCONN when the channel is connected already.
+ */
+int bzc_bulk_chan_connect(struct bzc_bulk_chan *chan,
+			  const union ib_gid *remote_gid, u32 remote_chan,
+			  u32 sgid_index)
+{
+	struct ib_device *ibdev = &chan->bdev->ibdev;
+	const struct ib_gid_attr *attr;
+	union ib_gid sgid = {};
+	int err = 0;
+
+	if (!bzc_mrc_owned_by_current(chan->pd))
+		return -EPERM;
+	if (!remote_chan)
+		return -EINVAL;
+	attr = rdma_get_gid_attr(ibdev, BZC_PORT, sgid_index);
+	if (!IS_ERR(attr))
+		sgid = attr->gid;
+	if (!bzc_bulk_gid_usable(attr)) {
+		ibdev_info_ratelimited(ibdev,
+				       "bulk channel %u: no usable GID at index %u to connect from\n",
+				       chan->num, sgid_index);
+		return -EINVAL;
+	}
+	attr = rdma_find_gid(ibdev, remote_gid, IB_GID_TYPE_ROCE_UDP_ENCAP,
+			     NULL);
+	if (!bzc_bulk_gid_usable(attr)) {
+		ibdev_info_ratelimited(ibdev,
+				       "bulk channel %u: peer GID %pI6 is not an address of this device\n",
+				       chan->num, remote_gid->raw);
+		return -ENETUNREACH;
+	}
+
+	spin_lock(&chan->lock);
+	if (chan->connected) {
+		err = -EISCONN;
+	} else {
+		chan->sgid = sgid;
+		chan->peer_gid = *remote_gid;
+		chan->peer_num = remote_chan;
+		/* Readers see the fields above once they see this. */
+		smp_store_release(&chan->connected, true);
+	}
+	spin_unlock(&chan->lock);
+	return err;
+}
+
 struct bzc_bulk_chan *bzc_bulk_chan_create(struct bzc_pd *pd,
 					   struct bzc_cq *cq,
 					   struct bzc_cq *rcq, u32 depth,
 					   struct ib_udata *udata,
 					   struct bzc_bulk_chan_create_resp *resp)
 {
+	struct bzc_dev *bdev = to_bdev(pd->ibpd.device);
+	u32 i, nlanes = bzc_bulk_workers(), max = bzc_bulk_max_chans();
 	struct bzc_bulk_chan *chan;
-	u32 i, nlanes = bzc_bulk_workers();
 	int err;
 
 	if (!depth || depth > BZC_BULK_MAX_DEPTH)
 		return ERR_PTR(-EINVAL);
+	if (atomic_inc_return(&bdev->bulk_chans) > max) {
+		ibdev_info_ratelimited(&bdev->ibdev,
+				       "bulk channel limit (%u per device) reached\n",
+				       max);
+		err = -ENOMEM;
+		goto err_count;
+	}
 
 	chan = kzalloc(struct_size(chan, lanes, nlanes), GFP_KERNEL);
-	if (!chan)
-		return ERR_PTR(-ENOMEM);
-	chan->bdev = to_bdev(pd->ibpd.device);
+	if (!chan) {
+		err = -ENOMEM;
+		goto err_count;
+	}
+	chan->bdev = bdev;
 	chan->pd = pd;
 	chan->cq = cq;
 	chan->rcq = rcq;
@@ -661,6 +810,8 @@ err_ring:
 	bzc_ring_free(&chan->ring);
 err_free:
 	kfree(chan);
+err_count:
+	atomic_dec(&bdev->bulk_chans);
 	return ERR_PTR(err);
 }
 
@@ -708,6 +859,7 @@ void bzc_bulk_chan_destroy(struct bzc_bulk_chan *chan)
 		atomic_dec(&chan->rcq->ibcq.usecnt);
 	atomic_dec(&chan->cq->ibcq.usecnt);
 	atomic_dec(&chan->pd->ibpd.usecnt);
+	atomic_dec(&chan->bdev->bulk_chans);
 	bzc_ring_free(&chan->ring);
 	kfree(chan);
 }

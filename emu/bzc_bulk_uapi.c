@@ -2,7 +2,8 @@
 /*
  * bzc: the driver-namespace uverbs objects and methods of bulk transfers
  * (kernel-headers/rdma/bzc_user_ioctl_cmds.h): the device's bulk
- * capabilities and MR cache counters, bulk channels, cached MRs.
+ * capabilities and MR cache counters, bulk channels and their connection,
+ * cached MRs.
  */
 #define UVERBS_MODULE_NAME bzc
 #include <rdma/uverbs_named_ioctl.h>
@@ -79,6 +80,26 @@ static int UVERBS_HANDLER(BZC_METHOD_BULK_CHAN_DOORBELL)(
 				 BZC_ATTR_BULK_CHAN_DOORBELL_HANDLE));
 }
 
+static int UVERBS_HANDLER(BZC_METHOD_BULK_CHAN_CONNECT)(
+	struct uverbs_attr_bundle *attrs)
+{
+	struct bzc_bulk_chan *chan =
+		uverbs_attr_get_obj(attrs, BZC_ATTR_BULK_CHAN_CONNECT_HANDLE);
+	struct bzc_bulk_chan_connect_cmd cmd;
+	union ib_gid gid;
+	int err;
+
+	err = uverbs_copy_from_or_zero(&cmd, attrs,
+				       BZC_ATTR_BULK_CHAN_CONNECT_CMD);
+	if (err)
+		return err;
+	if (cmd.comp_mask & ~(u64)BZC_BULK_CHAN_CONNECT_MASK_ALL)
+		return -EOPNOTSUPP;
+	memcpy(gid.raw, cmd.remote_gid, sizeof(gid.raw));
+	return bzc_bulk_chan_connect(chan, &gid, cmd.remote_chan,
+				     cmd.sgid_index);
+}
+
 static int bzc_bulk_chan_cleanup(struct ib_uobject *uobj,
 				 enum rdma_remove_reason why,
 				 struct uverbs_attr_bundle *attrs)
@@ -105,6 +126,9 @@ static int UVERBS_HANDLER(BZC_METHOD_CACHED_MR_REG)(
 		return err;
 	if (cmd.comp_mask & ~(u64)BZC_CACHED_MR_REG_MASK_ALL)
 		return -EOPNOTSUPP;
+	/* The cache pins its creator's memory: not for a forked child. */
+	if (!bzc_mrc_owned_by_current(to_bpd(pd)))
+		return -EPERM;
 
 	mr = bzc_cached_mr_create(to_bpd(pd), cmd.addr, cmd.length,
 				  cmd.access, &hit);
@@ -181,11 +205,21 @@ DECLARE_UVERBS_NAMED_METHOD(
 	UVERBS_ATTR_IDR(BZC_ATTR_BULK_CHAN_DOORBELL_HANDLE, BZC_OBJECT_BULK_CHAN,
 			UVERBS_ACCESS_READ, UA_MANDATORY));
 
+DECLARE_UVERBS_NAMED_METHOD(
+	BZC_METHOD_BULK_CHAN_CONNECT,
+	UVERBS_ATTR_IDR(BZC_ATTR_BULK_CHAN_CONNECT_HANDLE, BZC_OBJECT_BULK_CHAN,
+			UVERBS_ACCESS_READ, UA_MANDATORY),
+	UVERBS_ATTR_PTR_IN(BZC_ATTR_BULK_CHAN_CONNECT_CMD,
+			   UVERBS_ATTR_STRUCT(struct bzc_bulk_chan_connect_cmd,
+					      sgid_index),
+			   UA_MANDATORY));
+
 DECLARE_UVERBS_NAMED_OBJECT(BZC_OBJECT_BULK_CHAN,
 			    UVERBS_TYPE_ALLOC_IDR(bzc_bulk_chan_cleanup),
 			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_CREATE),
 			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_DESTROY),
-			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_DOORBELL));
+			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_DOORBELL),
+			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_CONNECT));
 
 DECLARE_UVERBS_NAMED_METHOD(
 	BZC_METHOD_CACHED_MR_REG,

@@ -41,7 +41,7 @@ static int bzc_mr_collect_pages(struct bzc_mr *mr)
 	u64 i = 0;
 
 	mr->npages = ib_umem_num_pages(mr->umem);
-	mr->pages = kvcalloc(mr->npages, sizeof(*mr->pages), GFP_KERNEL);
+	mr->pages = bzc_page_array_alloc(mr->npages);
 	if (!mr->pages)
 		return -ENOMEM;
 

@@ -190,43 +190,77 @@ static int bzc_mrc_pin_pages(struct bzc_mrc_ent *ent)
 	return ret < 0 ? ret : -EFAULT;
 }
 
-/* Pin [start, last] of the PD's process into a new, uncached range. */
+/*
+ * Is all of [start, last] mapped writable in `mm`? Checked before the page
+ * array is allocated, so that a request over address space nothing backs
+ * costs nothing; pinning still has the last word.
+ */
+static bool bzc_mrc_mapped(struct mm_struct *mm, unsigned long start,
+			   unsigned long last)
+{
+	struct vm_area_struct *vma;
+	bool ok = true;
+
+	mmap_read_lock(mm);
+	while (ok) {
+		vma = vma_lookup(mm, start);
+		ok = vma && (vma->vm_flags & VM_WRITE);
+		if (!ok || vma->vm_end - 1 >= last)
+			break;
+		start = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+	return ok;
+}
+
+/*
+ * Pin [start, last] of the PD's process into a new, uncached range. The
+ * limits come first: at most BZC_MAX_PIN_PAGES, then RLIMIT_MEMLOCK, then
+ * memory that is mapped; only then is anything allocated.
+ */
 static struct bzc_mrc_ent *bzc_mrc_pin(struct bzc_mr_cache *mrc,
 				       unsigned long start, unsigned long last)
 {
+	unsigned long seq, npages = (last - start + 1) >> PAGE_SHIFT;
 	struct bzc_mrc_ent *ent;
-	unsigned long seq;
 	int err, tries;
 	bool retry;
 
-	ent = kzalloc(sizeof(*ent), GFP_KERNEL);
-	if (!ent)
+	if (npages > BZC_MAX_PIN_PAGES)
 		return ERR_PTR(-ENOMEM);
-	ent->it.start = start;
-	ent->it.last = last;
-	ent->npages = (last - start + 1) >> PAGE_SHIFT;
-	ent->cache = mrc;
-	kref_init(&ent->ref);
-	INIT_LIST_HEAD(&ent->lru);
-	INIT_WORK(&ent->drop_work, bzc_mrc_drop_work);
-	ent->pages = kvcalloc(ent->npages, sizeof(*ent->pages), GFP_KERNEL);
-	if (!ent->pages) {
-		err = -ENOMEM;
-		goto err_free;
-	}
-	if (!mmget_not_zero(mrc->mm)) {
-		err = -EFAULT;		/* the process is exiting */
-		goto err_free;
-	}
-	if (atomic64_add_return(ent->npages, &mrc->mm->pinned_vm) >
+	if (!mmget_not_zero(mrc->mm))
+		return ERR_PTR(-EFAULT);	/* the process is exiting */
+	if (atomic64_add_return(npages, &mrc->mm->pinned_vm) >
 	    mrc->lock_limit) {
 		err = -ENOMEM;
 		goto err_unaccount;
 	}
+	if (!bzc_mrc_mapped(mrc->mm, start, last)) {
+		err = -EFAULT;
+		goto err_unaccount;
+	}
+
+	ent = kzalloc(sizeof(*ent), GFP_KERNEL_ACCOUNT);
+	if (!ent) {
+		err = -ENOMEM;
+		goto err_unaccount;
+	}
+	ent->it.start = start;
+	ent->it.last = last;
+	ent->npages = npages;
+	ent->cache = mrc;
+	kref_init(&ent->ref);
+	INIT_LIST_HEAD(&ent->lru);
+	INIT_WORK(&ent->drop_work, bzc_mrc_drop_work);
+	ent->pages = bzc_page_array_alloc(npages);
+	if (!ent->pages) {
+		err = -ENOMEM;
+		goto err_free;
+	}
 	err = mmu_interval_notifier_insert(&ent->mni, mrc->mm, start,
 					   last - start + 1, &bzc_mrc_ops);
 	if (err)
-		goto err_unaccount;
+		goto err_free;
 
 	for (tries = 0; tries < BZC_MRC_PIN_TRIES; tries++) {
 		seq = mmu_interval_read_begin(&ent->mni);
@@ -252,12 +286,12 @@ static struct bzc_mrc_ent *bzc_mrc_pin(struct bzc_mr_cache *mrc,
 
 err_remove:
 	mmu_interval_notifier_remove(&ent->mni);
-err_unaccount:
-	atomic64_sub(ent->npages, &mrc->mm->pinned_vm);
-	mmput(mrc->mm);
 err_free:
 	kvfree(ent->pages);
 	kfree(ent);
+err_unaccount:
+	atomic64_sub(npages, &mrc->mm->pinned_vm);
+	mmput(mrc->mm);
 	return ERR_PTR(err);
 }
 
@@ -286,7 +320,7 @@ static bool bzc_mrc_make_room(struct bzc_mr_cache *mrc, u64 bytes)
  * reference (bzc_mrc_put()). Pins on a miss, so it may sleep. *hit tells
  * whether the cache had it. ERR_PTR: -EOPNOTSUPP without a cache, -EINVAL
  * for an empty or wrapping range, -EFAULT for memory the process has not
- * mapped writable, -ENOMEM past RLIMIT_MEMLOCK.
+ * mapped writable, -ENOMEM past RLIMIT_MEMLOCK or BZC_MAX_PIN_PAGES.
  */
 struct bzc_mrc_ent *bzc_mrc_get(struct bzc_pd *pd, u64 addr, u64 len,
 				bool *hit)

@@ -6,12 +6,16 @@ stdout (errors as {"error": "..."}).
 
 Modes:
   serve SIZE     a channel (with a receive CQ) and an MR of SIZE bytes;
-                 prints {"chan", "addr", "rkey"}, then serves requests:
-                 fill, check, recv, write_to, exit.
+                 prints {"chan", "gid", "addr", "rkey"}, then serves
+                 requests: connect, fill, check, recv, pending, write_to,
+                 exit.
   selftest SEED ITERS   two channels of its own, random transfers, each
                  checked; prints {"ok": n}.
   hold SIZE      posts a COPY and a WRITE of SIZE bytes, prints
                  {"posted": true} and sleeps (to be killed mid-transfer).
+  memlock LIMIT  without CAP_IPC_LOCK and with RLIMIT_MEMLOCK LIMIT bytes,
+                 tries registrations of several sizes; prints
+                 {"case": errno or 0, ...}.
 """
 
 import json
@@ -46,8 +50,8 @@ def serve(size):
         mr = c.mr(buf.addr, size)
         recv_cq = c.cq(256)
         ch = c.chan(c.cq(256), depth=16, recv_cq=recv_cq)
-        say({'chan': ch.num, 'addr': buf.addr, 'rkey': mr.rkey,
-             'size': size})
+        say({'chan': ch.num, 'gid': c.loopback_gid()[1].hex(),
+             'addr': buf.addr, 'rkey': mr.rkey, 'size': size})
         for line in sys.stdin:
             req = json.loads(line)
             try:
@@ -55,7 +59,11 @@ def serve(size):
                 if cmd == 'exit':
                     say({'ok': True})
                     return
-                if cmd == 'fill':
+                if cmd == 'connect':
+                    # accept (and reach) the channel (gid, chan)
+                    say({'rc': ch.connect(bytes.fromhex(req['gid']),
+                                          req['chan'])})
+                elif cmd == 'fill':
                     dv.fill(buf.addr + req['off'], req['len'],
                             dv.pattern(req['seed']), req.get('start', 0))
                     say({'ok': True})
@@ -69,6 +77,10 @@ def serve(size):
                 elif cmd == 'peek':
                     say({'hex': dv.read(buf.addr + req['off'],
                                         req['len']).hex()})
+                elif cmd == 'pending':
+                    # what sits in the CQs now, without waiting
+                    say({'recv': [dv.wc_str(w) for w in recv_cq.poll(16)],
+                         'cq': [dv.wc_str(w) for w in ch.cq.poll(16)]})
                 elif cmd == 'recv':
                     wcs = recv_cq.wait(req['n'], req.get('timeout', 60))
                     say({'wcs': [{'status': w.status, 'opcode': w.opcode,
@@ -102,6 +114,7 @@ def selftest(seed, iters):
         mrb = c.mr(b.addr, size, pd=pd2)
         cha = c.chan(c.cq(64), depth=8)
         chb = c.chan(c.cq(64), depth=8, pd=pd2)
+        dv.connect_pair(cha, chb)
         block = dv.pattern(seed)
         done = 0
         for i in range(iters):
@@ -147,6 +160,7 @@ def hold(size):
     dv.zero(a.addr, size, 0x5a)
     mra, mrb = c.mr(a.addr, size), c.mr(b.addr, size)
     ch = c.chan(c.cq(64), depth=8)
+    dv.connect_pair(ch, ch)             # it writes into itself
     rc, _ = ch.post([
         {'op': dv.BULK_COPY, 'sges': [(a.addr, size, mra.lkey)],
          'raddr': b.addr, 'rkey': mrb.lkey},
@@ -159,6 +173,37 @@ def hold(size):
         time.sleep(60)
 
 
+def memlock(limit):
+    """Registrations by a process that RLIMIT_MEMLOCK binds: each case's
+    errno (0: it worked), with what the kernel pinned for it afterwards."""
+    import errno
+    import resource
+    dv.drop_cap_ipc_lock()
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (limit, limit))
+    out = {}
+    with dv.Ctx(DEV) as c:
+        small = c.buf(limit // 2)
+        big = c.buf(limit * 4)
+        tib2 = dv.reserve_rw(2 << 40)
+        cases = {
+            'cached_within': lambda: dv.CachedMr(c.pd, small.addr,
+                                                 limit // 2),
+            'cached_over': lambda: dv.CachedMr(c.pd, big.addr, limit * 4),
+            'cached_2tib': lambda: dv.CachedMr(c.pd, tib2, 2 << 40),
+            'reg_over': lambda: dv.Mr(c.pd, big.addr, limit * 4),
+        }
+        for name, make in cases.items():
+            try:
+                obj = make()
+                obj.close()
+                out[name] = 0
+            except OSError as e:
+                out[name] = e.errno or errno.EIO
+        out['pinned_bytes'] = c.cache_stats().pinned_bytes
+        dv.munmap(tib2, 2 << 40)
+    say(out)
+
+
 def main():
     mode = sys.argv[1]
     if mode == 'serve':
@@ -167,6 +212,8 @@ def main():
         selftest(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == 'hold':
         hold(int(sys.argv[2]))
+    elif mode == 'memlock':
+        memlock(int(sys.argv[2]))
     else:
         raise SystemExit(f'unknown mode {mode}')
 

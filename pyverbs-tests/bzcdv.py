@@ -54,6 +54,8 @@ BULK_READ = 2
 BULK_COPY = 3
 BULK_FENCE = 1 << 0
 CHAN_INIT_ATTR_MASK_RECV_CQ = 1 << 0
+DEVICE_ATTR_MASK_MAX_CHANS = 1 << 0
+GID_TBL_LEN = 128                   # port 1 of a bzc device
 MR_CACHED_HIT = 1 << 0
 BYTE_LEN_SATURATED = 0xffffffff
 OP_WC = {BULK_WRITE: WC_RDMA_WRITE, BULK_WRITE_WITH_IMM: WC_RDMA_WRITE,
@@ -93,7 +95,8 @@ class DeviceAttr(ctypes.Structure):
                 ('max_bulk_sge', ctypes.c_uint32),
                 ('max_chan_depth', ctypes.c_uint32),
                 ('seg_bytes', ctypes.c_uint32),
-                ('workers', ctypes.c_uint32)]
+                ('workers', ctypes.c_uint32),
+                ('max_chans', ctypes.c_uint32)]
 
 
 class ChanInitAttr(ctypes.Structure):
@@ -107,6 +110,16 @@ class BulkChan(ctypes.Structure):
                 ('cq', ctypes.c_void_p), ('recv_cq', ctypes.c_void_p),
                 ('chan_num', ctypes.c_uint32), ('depth', ctypes.c_uint32),
                 ('max_sge', ctypes.c_uint32)]
+
+
+class ConnAttr(ctypes.Structure):
+    _fields_ = [('comp_mask', ctypes.c_uint64),
+                ('remote_gid', ctypes.c_uint8 * 16),
+                ('remote_chan', ctypes.c_uint32),
+                ('sgid_index', ctypes.c_uint8)]
+
+
+assert ctypes.sizeof(ConnAttr) == 32 and ConnAttr.remote_chan.offset == 24
 
 
 class Sge(ctypes.Structure):
@@ -156,6 +169,9 @@ lib.bzcdv_create_bulk_chan.restype = ctypes.POINTER(BulkChan)
 lib.bzcdv_create_bulk_chan.argtypes = [VP, ctypes.POINTER(ChanInitAttr)]
 lib.bzcdv_destroy_bulk_chan.restype = ctypes.c_int
 lib.bzcdv_destroy_bulk_chan.argtypes = [ctypes.POINTER(BulkChan)]
+lib.bzcdv_connect_bulk_chan.restype = ctypes.c_int
+lib.bzcdv_connect_bulk_chan.argtypes = [ctypes.POINTER(BulkChan),
+                                        ctypes.POINTER(ConnAttr)]
 lib.bzcdv_post_bulk.restype = ctypes.c_int
 lib.bzcdv_post_bulk.argtypes = [ctypes.POINTER(BulkChan),
                                 ctypes.POINTER(BulkWr),
@@ -255,6 +271,42 @@ def reserve(length):
     if p in (None, MAP_FAILED):
         _errno_raise('mmap')
     return p
+
+
+def reserve_rw(length):
+    """Writable address space that nothing backs yet (MAP_NORESERVE): as
+    large as the caller likes, as long as nobody touches it."""
+    p = _libc.mmap(None, length, PROT_RW,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    if p in (None, MAP_FAILED):
+        _errno_raise('mmap')
+    return p
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [('effective', ctypes.c_uint32), ('permitted', ctypes.c_uint32),
+                ('inheritable', ctypes.c_uint32)]
+
+
+_CAP_V3 = 0x20080522
+CAP_IPC_LOCK = 14
+
+
+def drop_cap_ipc_lock():
+    """Drop CAP_IPC_LOCK from this process (root stays root otherwise), so
+    that RLIMIT_MEMLOCK binds it."""
+    hdr = _CapHeader(_CAP_V3, 0)
+    data = (_CapData * 2)()
+    if _libc.capget(ctypes.byref(hdr), data):
+        _errno_raise('capget')
+    data[0].effective &= ~(1 << CAP_IPC_LOCK)
+    data[0].permitted &= ~(1 << CAP_IPC_LOCK)
+    if _libc.capset(ctypes.byref(hdr), data):
+        _errno_raise('capset')
 
 
 def munmap(addr, length):
@@ -433,9 +485,25 @@ class Chan:
         self.p = lib.bzcdv_create_bulk_chan(ctx.p, ctypes.byref(attr))
         if not self.p:
             _errno_raise('bzcdv_create_bulk_chan')
-        self.cq, self.recv_cq = cq, recv_cq
+        self.ctx, self.cq, self.recv_cq = ctx, cq, recv_cq
         c = self.p.contents
         self.num, self.depth, self.max_sge = c.chan_num, c.depth, c.max_sge
+
+    def connect(self, remote_gid, remote_chan, sgid_index=None, comp_mask=0):
+        """bzcdv_connect_bulk_chan(); the errno (0 when connected).
+        sgid_index defaults to the context's ::ffff:$BZC_IPV4 GID."""
+        a = ConnAttr(comp_mask=comp_mask, remote_chan=remote_chan,
+                     sgid_index=self.ctx.loopback_gid()[0]
+                     if sgid_index is None else sgid_index)
+        ctypes.memmove(a.remote_gid, bytes(remote_gid), 16)
+        return lib.bzcdv_connect_bulk_chan(self.p, ctypes.byref(a))
+
+    def connect_to(self, other):
+        """Connect to channel @other (another Chan, maybe of another
+        context of the same device), raising on failure."""
+        rc = self.connect(other.ctx.loopback_gid()[1], other.num)
+        if rc:
+            _raise(rc, f'bzcdv_connect_bulk_chan({self.num} -> {other.num})')
 
     def post(self, wrs):
         """Post the list of dicts @wrs as one chain.  Returns (rc, index of
@@ -725,6 +793,7 @@ class Ctx:
         finally:
             _ibv.ibv_free_device_list(lst)
         self._objs = []
+        self._loopback_gid = None
         self.pd = self.alloc_pd()
 
     def track(self, obj):
@@ -758,6 +827,31 @@ class Ctx:
     def cached(self, addr, length, access=ACCESS_ALL, pd=None):
         return self.track(CachedMr(pd or self.pd, addr, length, access))
 
+    def gid(self, index, port=1):
+        """The 16 bytes of GID @index of @port."""
+        g = (ctypes.c_uint8 * 16)()
+        if _ibv.ibv_query_gid(self.p, port, index, ctypes.byref(g)):
+            _errno_raise(f'ibv_query_gid({index})')
+        return bytes(g)
+
+    def gid_index(self, gid):
+        """The index of GID @gid (16 bytes) in port 1's table."""
+        for i in range(GID_TBL_LEN):
+            try:
+                if self.gid(i) == gid:
+                    return i
+            except OSError:             # an empty entry
+                continue
+        raise DvError(errno.ENOENT, f'no GID {gid.hex()}')
+
+    def loopback_gid(self):
+        """(index, GID) of ::ffff:$BZC_IPV4 in port 1's GID table: the
+        address the tests' channels connect from and to."""
+        if self._loopback_gid is None:
+            want = ipv4_gid(os.environ.get('BZC_IPV4', '198.18.0.1'))
+            self._loopback_gid = (self.gid_index(want), want)
+        return self._loopback_gid
+
     def query_device(self, comp_mask=0):
         a = DeviceAttr(comp_mask=comp_mask)
         rc = lib.bzcdv_query_device(self.p, ctypes.byref(a))
@@ -789,6 +883,19 @@ class Ctx:
 
     def __exit__(self, *a):
         self.close()
+
+
+def ipv4_gid(addr):
+    """The RoCE v2 GID of IPv4 address @addr: ::ffff:a.b.c.d, 16 bytes."""
+    import ipaddress
+    return ipaddress.IPv6Address('::ffff:' + addr).packed
+
+
+def connect_pair(a, b):
+    """Connect channels @a and @b to each other (both sides consent)."""
+    a.connect_to(b)
+    if b is not a:
+        b.connect_to(a)
 
 
 def bulk_available(name):

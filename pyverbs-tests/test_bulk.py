@@ -66,11 +66,13 @@ def caps(c):
 
 
 def pair(c, depth=16, recv=False):
-    """Two channels on two PDs of one context: (local chan, far chan, far pd)."""
+    """Two channels on two PDs of one context, connected to each other:
+    (local chan, far chan, far pd)."""
     pd2 = c.alloc_pd()
     a = c.chan(c.cq(256), depth=depth)
     b = c.chan(c.cq(256), depth=depth, pd=pd2,
                recv_cq=c.cq(256) if recv else None)
+    dv.connect_pair(a, b)
     return a, b, pd2
 
 
@@ -197,8 +199,11 @@ def test_query_device(caps):
 
 def test_query_unknown_comp_mask_cleared(c):
     """Output structs: comp_mask in/out; unknown bits cleared, not refused."""
-    a = c.query_device(comp_mask=1 << 63 | 1)
+    a = c.query_device(comp_mask=1 << 63 | 1 << 31)
     assert a.comp_mask == 0 and a.max_bulk_len >= 1 << 40
+    # a known bit next to unknown ones stays
+    a = c.query_device(comp_mask=1 << 63 | dv.DEVICE_ATTR_MASK_MAX_CHANS)
+    assert a.comp_mask == dv.DEVICE_ATTR_MASK_MAX_CHANS
     s = c.cache_stats(comp_mask=1 << 62)
     assert s.comp_mask == 0
 
@@ -505,11 +510,14 @@ def test_error_completions_and_recovery(c, caps):
          dv.WC_LOC_PROT_ERR),
         ('imm to a channel without recv CQ',
          dict(good, op=dv.BULK_WRITE_WITH_IMM), dv.WC_REM_INV_REQ_ERR),
+        # remote_chan names another channel than the connected peer
         ('imm to a destroyed channel',
          dict(good, op=dv.BULK_WRITE_WITH_IMM, rchan=dead_num),
-         dv.WC_REM_INV_REQ_ERR),
+         dv.WC_LOC_QP_OP_ERR),
         ('write to a destroyed channel', dict(good, rchan=dead_num),
-         dv.WC_REM_INV_REQ_ERR),
+         dv.WC_LOC_QP_OP_ERR),
+        ('write to a live channel not the peer', dict(good, rchan=a.num),
+         dv.WC_LOC_QP_OP_ERR),
         ('longer than max_bulk_len',
          dict(good, sges=[(src.addr, caps.max_bulk_len // 2 + 1, smr.lkey)] * 2),
          dv.WC_LOC_LEN_ERR),
@@ -608,6 +616,7 @@ def test_recv_cq_overflow_stops_target(c):
     rcq = c.cq(2)
     room = ctypes.cast(rcq.p, ctypes.POINTER(dv.IbvCq)).contents.cqe
     b = c.chan(c.cq(256), depth=16, pd=pd2, recv_cq=rcq)
+    dv.connect_pair(a, b)
     src, dst = c.buf(n), c.buf(n)
     smr, dmr = c.mr(src.addr, n), c.mr(dst.addr, n, pd=pd2)
     wrs = [{'op': dv.BULK_WRITE_WITH_IMM, 'wr_id': i,
@@ -992,6 +1001,10 @@ def test_two_processes(c, peer):
     mr = c.mr(buf.addr, size)
     recv_cq = c.cq(64)
     ch = c.chan(c.cq(64), depth=16, recv_cq=recv_cq)
+    # both processes consent: each names the other
+    assert ch.connect(bytes.fromhex(info['gid']), info['chan']) == 0
+    assert p.ask(cmd='connect', gid=c.loopback_gid()[1].hex(),
+                 chan=ch.num) == {'rc': 0}
     for i in range(4):
         n = rnd.randint(1, size // 2)
         off = rnd.randint(0, size - n)

@@ -216,13 +216,16 @@ struct bzc_create_ah_resp {
 
 /* BZC_METHOD_QUERY_BULK_CAPS */
 struct bzc_bulk_caps {
-	__aligned_u64 comp_mask;	/* none defined yet */
+	__aligned_u64 comp_mask;	/* enum bzc_bulk_caps_mask */
 	__aligned_u64 max_bulk_len;	/* bytes one bulk WQE may move */
 	__aligned_u64 mr_cache_max_bytes; /* pinned bytes a PD's cache keeps */
 	__u32 max_bulk_sge;		/* SGEs in one bulk WQE */
 	__u32 max_chan_depth;		/* WQE slots of a channel ring */
 	__u32 seg_bytes;		/* the unit a worker copies at a time */
 	__u32 workers;			/* workers one WQE is spread over */
+	/* BZC_BULK_CAPS_MAX_CHANS: channels the device holds at once */
+	__u32 max_chans;
+	__u32 pad;
 };
 
 /* BZC_METHOD_QUERY_MR_CACHE: the counters of one PD's cache. */
@@ -258,6 +261,19 @@ struct bzc_bulk_chan_create_resp {
 	__u32 entries;			/* a power of two, >= depth */
 	__u32 wqe_size;			/* bytes per slot */
 	__u32 chan_num;			/* what other channels name it by */
+};
+
+/*
+ * BZC_METHOD_BULK_CHAN_CONNECT: the peer a channel reaches and accepts,
+ * named the way a wire packet names it, (GID, channel number), with this
+ * channel's own address as the index of a GID of the device's port 1.
+ * An operation runs only between two channels that named each other.
+ */
+struct bzc_bulk_chan_connect_cmd {
+	__aligned_u64 comp_mask;	/* enum bzc_bulk_chan_connect_mask */
+	__u8 remote_gid[16];		/* the peer's device address */
+	__u32 remote_chan;		/* its bzc_bulk_chan_create_resp.chan_num */
+	__u32 sgid_index;		/* this channel's address */
 };
 
 /* One scatter/gather element of a bulk WQE: 64-bit lengths. */

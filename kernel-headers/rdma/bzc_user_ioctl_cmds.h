@@ -48,6 +48,8 @@ enum bzc_bulk_chan_methods {
 	BZC_METHOD_BULK_CHAN_DESTROY,
 	/* Execute the WQEs written to the channel's ring since the last one. */
 	BZC_METHOD_BULK_CHAN_DOORBELL,
+	/* Name the one peer channel this channel reaches and accepts. */
+	BZC_METHOD_BULK_CHAN_CONNECT,
 };
 
 enum bzc_bulk_chan_create_attrs {
@@ -70,6 +72,13 @@ enum bzc_bulk_chan_destroy_attrs {
 
 enum bzc_bulk_chan_doorbell_attrs {
 	BZC_ATTR_BULK_CHAN_DOORBELL_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum bzc_bulk_chan_connect_attrs {
+	/* IDR BZC_OBJECT_BULK_CHAN, read: a channel of this process */
+	BZC_ATTR_BULK_CHAN_CONNECT_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* PTR_IN struct bzc_bulk_chan_connect_cmd */
+	BZC_ATTR_BULK_CHAN_CONNECT_CMD,
 };
 
 enum bzc_cached_mr_methods {

@@ -76,7 +76,10 @@ enum bzc_wqe_flags {
 
 /* bzc_bulk_wqe.opcode */
 enum bzc_bulk_opcode {
-	/* Local SGL -> (remote_addr, rkey) of the channel remote_chan. */
+	/*
+	 * Local SGL -> (remote_addr, rkey) of the channel remote_chan, which
+	 * must be the connected peer (BZC_METHOD_BULK_CHAN_CONNECT).
+	 */
 	BZC_BULK_OP_WRITE = 0,
 	/* The same, then a completion on remote_chan's receive CQ. */
 	BZC_BULK_OP_WRITE_WITH_IMM = 1,
@@ -99,9 +102,19 @@ enum bzc_bulk_wqe_flags {
  */
 #define BZC_WC_BULK_COPY 135
 
+/* bzc_bulk_caps.comp_mask: which optional fields the kernel filled in. */
+enum bzc_bulk_caps_mask {
+	BZC_BULK_CAPS_MAX_CHANS = 1 << 0,
+};
+
 /* bzc_bulk_chan_create_cmd.comp_mask */
 enum bzc_bulk_chan_create_mask {
 	BZC_BULK_CHAN_CREATE_MASK_ALL = 0,
+};
+
+/* bzc_bulk_chan_connect_cmd.comp_mask */
+enum bzc_bulk_chan_connect_mask {
+	BZC_BULK_CHAN_CONNECT_MASK_ALL = 0,
 };
 
 /* bzc_cached_mr_reg_cmd.comp_mask */

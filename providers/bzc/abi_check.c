@@ -173,7 +173,7 @@ BZC_CHECK_OFFSET(bzc_create_ah_resp, pad, 4);
 _Static_assert(_Alignof(struct bzc_create_ah_resp) == 4,
 	       "bzc_create_ah_resp must be 4-byte aligned");
 
-BZC_CHECK_SIZE(bzc_bulk_caps, 40);
+BZC_CHECK_SIZE(bzc_bulk_caps, 48);
 BZC_CHECK_OFFSET(bzc_bulk_caps, comp_mask, 0);
 BZC_CHECK_OFFSET(bzc_bulk_caps, max_bulk_len, 8);
 BZC_CHECK_OFFSET(bzc_bulk_caps, mr_cache_max_bytes, 16);
@@ -181,6 +181,8 @@ BZC_CHECK_OFFSET(bzc_bulk_caps, max_bulk_sge, 24);
 BZC_CHECK_OFFSET(bzc_bulk_caps, max_chan_depth, 28);
 BZC_CHECK_OFFSET(bzc_bulk_caps, seg_bytes, 32);
 BZC_CHECK_OFFSET(bzc_bulk_caps, workers, 36);
+BZC_CHECK_OFFSET(bzc_bulk_caps, max_chans, 40);
+BZC_CHECK_OFFSET(bzc_bulk_caps, pad, 44);
 BZC_CHECK_ALIGN(bzc_bulk_caps);
 
 BZC_CHECK_SIZE(bzc_mr_cache_stats, 56);
@@ -207,6 +209,13 @@ BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, entries, 20);
 BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, wqe_size, 24);
 BZC_CHECK_OFFSET(bzc_bulk_chan_create_resp, chan_num, 28);
 BZC_CHECK_ALIGN(bzc_bulk_chan_create_resp);
+
+BZC_CHECK_SIZE(bzc_bulk_chan_connect_cmd, 32);
+BZC_CHECK_OFFSET(bzc_bulk_chan_connect_cmd, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_bulk_chan_connect_cmd, remote_gid, 8);
+BZC_CHECK_OFFSET(bzc_bulk_chan_connect_cmd, remote_chan, 24);
+BZC_CHECK_OFFSET(bzc_bulk_chan_connect_cmd, sgid_index, 28);
+BZC_CHECK_ALIGN(bzc_bulk_chan_connect_cmd);
 
 BZC_CHECK_SIZE(bzc_bulk_sge, 24);
 BZC_CHECK_OFFSET(bzc_bulk_sge, addr, 0);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * Bulk channels (bzcdv.h): the device's bulk limits, channel creation on a
- * ring mapped from the kernel, and bzcdv_post_bulk(), which fills that
- * ring and rings the doorbell method once per call.
+ * ring mapped from the kernel, the connection to the one peer a channel
+ * reaches, and bzcdv_post_bulk(), which fills that ring and rings the
+ * doorbell method once per call.
  *
  * The ring follows the rules of a QP's SQ (kernel-headers/rdma/bzc-abi.h):
  * the process writes WQEs at prod, publishes prod with a release store and
@@ -79,7 +80,12 @@ BZC_EXPORT int bzcdv_query_device(struct ibv_context *ctx,
 	attr->max_chan_depth = caps.max_chan_depth;
 	attr->seg_bytes = caps.seg_bytes;
 	attr->workers = caps.workers;
-	/* No optional fields exist yet: none was filled in. */
+	/* Optional fields: written only when the caller's struct has them. */
+	if ((attr->comp_mask & BZCDV_DEVICE_ATTR_MASK_MAX_CHANS) &&
+	    (caps.comp_mask & BZC_BULK_CAPS_MAX_CHANS))
+		attr->max_chans = caps.max_chans;
+	else
+		attr->comp_mask &= ~(uint64_t)BZCDV_DEVICE_ATTR_MASK_MAX_CHANS;
 	attr->comp_mask &= BZCDV_DEVICE_ATTR_MASK_ALL;
 	return 0;
 }
@@ -238,6 +244,32 @@ BZC_EXPORT int bzcdv_destroy_bulk_chan(struct bzcdv_bulk_chan *dv)
 static bool bzc_bulk_doorbell_unposted(int err)
 {
 	return err == EPERM || err == EINVAL;
+}
+
+BZC_EXPORT int bzcdv_connect_bulk_chan(struct bzcdv_bulk_chan *dv,
+				       const struct bzcdv_bulk_conn_attr *attr)
+{
+	struct bzc_bulk_chan_connect_cmd ccmd = {};
+	struct bzc_bulk_chan *chan;
+	struct bzc_cmd cmd;
+	int ret;
+
+	if (!dv || !attr)
+		return EINVAL;
+	if (attr->comp_mask & ~(uint64_t)BZCDV_BULK_CONN_ATTR_MASK_ALL)
+		return EINVAL;
+	chan = to_bchan(dv);
+
+	memcpy(ccmd.remote_gid, attr->remote_gid.raw, sizeof(ccmd.remote_gid));
+	ccmd.remote_chan = attr->remote_chan;
+	ccmd.sgid_index = attr->sgid_index;
+	bzc_cmd_init(&cmd, BZC_OBJECT_BULK_CHAN, BZC_METHOD_BULK_CHAN_CONNECT);
+	bzc_cmd_add_idr(&cmd, BZC_ATTR_BULK_CHAN_CONNECT_HANDLE, chan->handle);
+	bzc_cmd_add_ptr_in(&cmd, BZC_ATTR_BULK_CHAN_CONNECT_CMD, &ccmd,
+			   sizeof(ccmd));
+	ret = bzc_cmd_exec(dv->context, &cmd);
+	/* A kernel from before connections has no such method. */
+	return ret == EPROTONOSUPPORT ? EOPNOTSUPP : ret;
 }
 
 static int bzc_bulk_doorbell(struct bzc_bulk_chan *chan)

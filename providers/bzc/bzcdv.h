@@ -52,9 +52,10 @@ bool bzcdv_is_supported(struct ibv_device *device);
 /* Device limits                                                            */
 /* ---------------------------------------------------------------------- */
 
-/* bzcdv_device_attr.comp_mask: no optional fields yet. */
+/* bzcdv_device_attr.comp_mask: the optional fields. */
 enum bzcdv_device_attr_mask {
-	BZCDV_DEVICE_ATTR_MASK_ALL = 0,
+	BZCDV_DEVICE_ATTR_MASK_MAX_CHANS = 1 << 0,
+	BZCDV_DEVICE_ATTR_MASK_ALL = BZCDV_DEVICE_ATTR_MASK_MAX_CHANS,
 };
 
 struct bzcdv_device_attr {
@@ -66,10 +67,14 @@ struct bzcdv_device_attr {
 	uint32_t max_chan_depth;	/* largest channel depth, in WQEs */
 	uint32_t seg_bytes;		/* bytes a worker copies at a time */
 	uint32_t workers;		/* workers one WR is spread over */
+	/* BZCDV_DEVICE_ATTR_MASK_MAX_CHANS: */
+	uint32_t max_chans;		/* channels the device holds at once,
+					   all processes together */
 };
 
 /*
- * Fills @attr with the bulk limits of @ctx's device.
+ * Fills @attr with the bulk limits of @ctx's device (max_chans only when
+ * asked for in comp_mask and the kernel reports it).
  * Kernel: BZC_OBJECT_DEVICE / BZC_METHOD_QUERY_BULK_CAPS.
  * Returns 0, EOPNOTSUPP (no bulk support), or the ioctl's errno (EIO once
  * the device is gone).
@@ -95,8 +100,8 @@ struct bzcdv_bulk_chan_init_attr {
 };
 
 /*
- * A bulk channel.  Read-only for the application; chan_num is what other
- * channels (of this or another process on the same device) name it by.
+ * A bulk channel.  Read-only for the application; chan_num is what its
+ * peer names it by (bzcdv_connect_bulk_chan()).
  */
 struct bzcdv_bulk_chan {
 	struct ibv_context *context;
@@ -117,7 +122,8 @@ struct bzcdv_bulk_chan {
  * the channel's ring on the uverbs fd.
  * Returns the channel, or NULL with errno: EOPNOTSUPP (no bulk support),
  * EINVAL (unknown comp_mask bit, missing pd/cq, objects of another
- * context, depth 0 or above max_chan_depth), ENOMEM, EPROTO (the kernel
+ * context, depth 0 or above max_chan_depth), ENOMEM (also: the device
+ * holds max_chans channels already), EPROTO (the kernel
  * described a ring this library cannot use), or the ioctl's errno.
  */
 struct bzcdv_bulk_chan *
@@ -133,8 +139,42 @@ bzcdv_create_bulk_chan(struct ibv_context *ctx,
  */
 int bzcdv_destroy_bulk_chan(struct bzcdv_bulk_chan *chan);
 
+/* bzcdv_bulk_conn_attr.comp_mask: no optional fields yet. */
+enum bzcdv_bulk_conn_attr_mask {
+	BZCDV_BULK_CONN_ATTR_MASK_ALL = 0,
+};
+
+/*
+ * The peer of a channel, named as a packet names its source: the GID of
+ * the peer's device and the peer's chan_num; and this channel's own
+ * address, an index into the GID table of port 1 (ibv_query_gid(3)).
+ */
+struct bzcdv_bulk_conn_attr {
+	uint64_t comp_mask;		/* enum bzcdv_bulk_conn_attr_mask */
+	union ibv_gid remote_gid;	/* the peer channel's device address */
+	uint32_t remote_chan;		/* the peer channel's chan_num */
+	uint8_t sgid_index;		/* this channel's address */
+};
+
+/*
+ * Connects @chan to the channel @attr names.  A channel's WRITE,
+ * WRITE_WITH_IMM and READ reach only its peer, and only while the peer is
+ * connected back to it with this channel's address: both sides consent,
+ * as RC QPs name each other.  The peer need not exist yet.  Both GIDs must
+ * belong to @chan's device, in the caller's network namespace (a channel
+ * reaches only channels of its own device for now).  Once per channel.
+ * Kernel: BZC_OBJECT_BULK_CHAN / BZC_METHOD_BULK_CHAN_CONNECT.
+ * Returns 0, EOPNOTSUPP (no bulk support, or a kernel without the
+ * method), EINVAL (unknown comp_mask bit, remote_chan 0, no GID at
+ * sgid_index), ENETUNREACH (remote_gid is not an address of @chan's
+ * device in the caller's network namespace), EISCONN (connected already),
+ * EPERM (not the PD's process, e.g. a forked child), or the ioctl's errno.
+ */
+int bzcdv_connect_bulk_chan(struct bzcdv_bulk_chan *chan,
+			    const struct bzcdv_bulk_conn_attr *attr);
+
 enum bzcdv_bulk_opcode {
-	/* sg_list -> (remote_addr, rkey) of channel remote_chan */
+	/* sg_list -> (remote_addr, rkey) of channel remote_chan, the peer */
 	BZCDV_BULK_WRITE = 0,
 	/* the same, then a completion on remote_chan's recv_cq */
 	BZCDV_BULK_WRITE_WITH_IMM = 1,
@@ -169,7 +209,7 @@ struct bzcdv_bulk_wr {
 	__be32 imm_data;		/* WRITE_WITH_IMM, network order as verbs */
 	uint64_t remote_addr;
 	uint32_t rkey;
-	uint32_t remote_chan;		/* chan_num of the far channel */
+	uint32_t remote_chan;		/* chan_num of the connected peer */
 };
 
 /*
@@ -177,8 +217,9 @@ struct bzcdv_bulk_wr {
  * WR gets exactly one completion on chan->cq, in posting order, with
  * wr_id, status, opcode and byte_len (bytes moved, 0xffffffff for 4 GiB or
  * more).  Thread safe.  Nothing is checked against the device beyond the
- * shape: keys, bounds, lengths above max_bulk_len and unknown channels
- * are error completions (see bzcdv_post_bulk(3)).
+ * shape: keys, bounds, lengths above max_bulk_len, a remote_chan that is
+ * not the connected peer and a peer that is not connected back are error
+ * completions (see bzcdv_post_bulk(3)).
  * Kernel: BZC_OBJECT_BULK_CHAN / BZC_METHOD_BULK_CHAN_DOORBELL.
  * Returns 0, or with *@bad_wr at the first WR not queued: EINVAL (num_sge
  * above chan->max_sge, unknown opcode or flags, sg_list NULL with num_sge
@@ -220,7 +261,9 @@ struct bzcdv_mr_cached {
  * support, or the cache is disabled: mr_cache_max_bytes 0), EINVAL (NULL
  * pd, length 0, unknown access bits, a range that wraps), ENOMEM, or the
  * kernel's errno (EFAULT: memory not mapped with the access asked for;
- * see bzcdv_reg_mr_cached(3)).
+ * ENOMEM: more than RLIMIT_MEMLOCK allows, or more pages than one
+ * registration holds, about 1 TiB; EPERM: not the process that allocated
+ * @pd, e.g. a forked child; see bzcdv_reg_mr_cached(3)).
  */
 struct bzcdv_mr_cached *bzcdv_reg_mr_cached(struct ibv_pd *pd, void *addr,
 					    size_t length, unsigned int access);

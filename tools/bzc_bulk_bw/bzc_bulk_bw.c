@@ -10,8 +10,10 @@
  *                                      MR cache hit vs ibv_reg_mr+dereg
  *
  * The client (or the first loopback channel) posts the WRs; the far side
- * only provides its channel number, buffer address and rkey over the TCP
- * control connection.  --check verifies the moved data afterwards.
+ * provides its address (GID and channel number), buffer address and rkey
+ * over the TCP control connection, and learns the client's address in
+ * return: the two channels connect to each other (bzcdv_connect_bulk_chan)
+ * before any WR runs.  --check verifies the moved data afterwards.
  */
 
 #include <arpa/inet.h>
@@ -51,6 +53,7 @@ static struct {
 	bool check;
 	bool events;
 	bool reg_bench;
+	int gid_index;		/* -1: the first GID the port has */
 } opt = {
 	.dev = "bzc0",
 	.port = "18515",
@@ -58,14 +61,19 @@ static struct {
 	.iters = 10,
 	.depth = 4,
 	.op = BZCDV_BULK_WRITE,
+	.gid_index = -1,
 };
 
-/* What the far side tells the client over TCP (big-endian on the wire). */
+/*
+ * What each side tells the other over TCP (big-endian on the wire); the
+ * client sends only its address (chan_num, gid).
+ */
 struct far_info {
 	uint32_t chan_num;
 	uint32_t rkey;
 	uint64_t addr;
 	uint64_t size;
+	uint8_t gid[16];
 };
 
 /* Control messages from the client to the server. */
@@ -150,6 +158,8 @@ static struct ibv_context *open_dev(void)
 }
 
 struct side {
+	int gid_index;			/* the channel's address: this GID */
+	union ibv_gid gid;
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *cc;	/* with --events */
 	struct ibv_cq *cq;
@@ -158,12 +168,49 @@ struct side {
 	struct ibv_mr *mr;		/* NULL with --cached (lkey 0) */
 };
 
+/* The channel's address: GID -g, or the first the port has. */
+static void pick_gid(struct ibv_context *ctx, struct side *s)
+{
+	static const union ibv_gid zero;
+	int i = opt.gid_index < 0 ? 0 : opt.gid_index;
+
+	for (; i < 256; i++) {
+		if (!ibv_query_gid(ctx, 1, i, &s->gid) &&
+		    memcmp(&s->gid, &zero, sizeof(zero))) {
+			s->gid_index = i;
+			return;
+		}
+		if (opt.gid_index >= 0)
+			break;
+	}
+	fprintf(stderr, "bzc_bulk_bw: %s has no %s GID\n", opt.dev,
+		opt.gid_index < 0 ? "usable" : "such");
+	exit(1);
+}
+
+/* Connect @s's channel to the channel @chan_num at @gid. */
+static void connect_chan(struct side *s, const uint8_t *gid,
+			 uint32_t chan_num)
+{
+	struct bzcdv_bulk_conn_attr attr = {
+		.remote_chan = chan_num,
+		.sgid_index = (uint8_t)s->gid_index,
+	};
+	int ret;
+
+	memcpy(attr.remote_gid.raw, gid, sizeof(attr.remote_gid.raw));
+	ret = bzcdv_connect_bulk_chan(s->chan, &attr);
+	if (ret)
+		die("bzcdv_connect_bulk_chan", ret);
+}
+
 static void side_init(struct ibv_context *ctx, struct side *s, uint64_t len,
 		      bool reg)
 {
 	struct bzcdv_bulk_chan_init_attr attr = {};
 
 	memset(s, 0, sizeof(*s));
+	pick_gid(ctx, s);
 	s->pd = ibv_alloc_pd(ctx);
 	if (!s->pd)
 		die("ibv_alloc_pd", errno);
@@ -349,6 +396,8 @@ static int loopback(void)
 		side_init(ctx, &f, last, true);
 		far.chan_num = f.chan->chan_num;
 		far.rkey = f.mr->rkey;
+		connect_chan(&l, f.gid.raw, f.chan->chan_num);
+		connect_chan(&f, l.gid.raw, l.chan->chan_num);
 	}
 	far.addr = (uintptr_t)f.buf;
 	far.size = last;
@@ -469,9 +518,10 @@ static int server(void)
 {
 	struct ibv_context *ctx = open_dev();
 	uint64_t first, last;
-	struct far_info info;
+	struct far_info info, peer;
 	struct ctl_msg msg;
 	struct side s;
+	uint32_t ok;
 	int fd;
 
 	sizes(&first, &last);
@@ -485,10 +535,14 @@ static int server(void)
 	info.rkey = htobe32(s.mr->rkey);
 	info.addr = htobe64((uintptr_t)s.buf);
 	info.size = htobe64(last);
+	memcpy(info.gid, s.gid.raw, sizeof(info.gid));
 	xfer(fd, &info, sizeof(info), true);
+	/* Accept the client's channel, then tell it so. */
+	xfer(fd, &peer, sizeof(peer), false);
+	connect_chan(&s, peer.gid, be32toh(peer.chan_num));
+	ok = htobe32(1);
+	xfer(fd, &ok, sizeof(ok), true);
 	for (;;) {
-		uint32_t ok;
-
 		xfer(fd, &msg, sizeof(msg), false);
 		if (be32toh(msg.type) == MSG_CLEAR)
 			memset(s.buf, 0, be64toh(msg.len) < last ?
@@ -511,10 +565,11 @@ static int client(void)
 {
 	struct ibv_context *ctx = open_dev();
 	uint64_t first, last, len;
-	struct far_info far;
+	struct far_info far, mine = {};
 	struct ctl_msg msg = {};
 	bool ok_all = true;
 	struct side l;
+	uint32_t res;
 	int fd;
 
 	if (opt.op == BZCDV_BULK_COPY) {
@@ -536,6 +591,12 @@ static int client(void)
 		return 2;
 	}
 	side_init(ctx, &l, last, !opt.cached);
+	/* Both channels name each other before anything runs. */
+	mine.chan_num = htobe32(l.chan->chan_num);
+	memcpy(mine.gid, l.gid.raw, sizeof(mine.gid));
+	xfer(fd, &mine, sizeof(mine), true);
+	xfer(fd, &res, sizeof(res), false);
+	connect_chan(&l, far.gid, far.chan_num);
 	if (opt.op == BZCDV_BULK_WRITE)
 		fill_pattern(l.buf, last);
 	header(false);
@@ -547,8 +608,6 @@ static int client(void)
 			memset(l.buf, 0, len);
 		} else if (opt.check) {
 			/* the server starts with the pattern: clear it first */
-			uint32_t res;
-
 			msg.type = htobe32(MSG_CLEAR);
 			msg.len = htobe64(len);
 			xfer(fd, &msg, sizeof(msg), true);
@@ -558,8 +617,6 @@ static int client(void)
 		if (opt.check && opt.op == BZCDV_BULK_READ) {
 			ok = check_pattern(l.buf, len);
 		} else if (opt.check) {
-			uint32_t res;
-
 			msg.type = htobe32(MSG_CHECK);
 			msg.len = htobe64(len);
 			xfer(fd, &msg, sizeof(msg), true);
@@ -688,6 +745,8 @@ static void usage(void)
 	       "  -n, --iters N    WRs per size (10)\n"
 	       "  -t, --depth N    WRs in flight (4)\n"
 	       "  -o, --op OP      write | read | copy (loopback only)\n"
+	       "  -g, --gid-index N  the channels' address (default: the "
+	       "first GID)\n"
 	       "  -c, --cached     local memory by address (lkey 0, MR cache)\n"
 	       "  -C, --check      verify the data moved\n"
 	       "  -e, --events     wait for completions on a completion channel "
@@ -707,6 +766,7 @@ int main(int argc, char **argv)
 		{ "iters", required_argument, NULL, 'n' },
 		{ "depth", required_argument, NULL, 't' },
 		{ "op", required_argument, NULL, 'o' },
+		{ "gid-index", required_argument, NULL, 'g' },
 		{ "cached", no_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, 'C' },
 		{ "events", no_argument, NULL, 'e' },
@@ -717,7 +777,7 @@ int main(int argc, char **argv)
 	bool size_set = false;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "Sd:p:s:an:t:o:cCeRh", lo,
+	while ((c = getopt_long(argc, argv, "Sd:p:s:an:t:o:g:cCeRh", lo,
 				NULL)) != -1) {
 		switch (c) {
 		case 'S': opt.mode = SERVER; break;
@@ -739,6 +799,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'g': opt.gid_index = atoi(optarg); break;
 		case 'c': opt.cached = true; break;
 		case 'C': opt.check = true; break;
 		case 'e': opt.events = true; break;
