@@ -76,7 +76,7 @@ def test_doorbell_returns_while_prod_keeps_moving(rig, state):
     _fill_slots(rig, wqe)
 
     prod = hostile.u32_at(rig.sq)
-    cons = hostile.u32_at(rig.sq + 4)
+    cons = hostile.u32_at(rig.sq + hostile.WQ_CONS)
     stop = threading.Event()
     lat = []    # wall clock per doorbell
     cpu = []    # CPU time of the ringing thread per doorbell: in the kernel
