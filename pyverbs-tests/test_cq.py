@@ -233,14 +233,18 @@ def test_poll_and_arm_without_syscall(rigs):
     with ibv_poll_cq and arms the CQ with ibv_req_notify_cq: both work on
     the mapped ring.  The arming is real: the parent gets the channel
     event for the next completion."""
+    # Contexts earlier tests left open in this process are not the rig's:
+    # its command fd and rings are the ones that appear with it.
+    fds_before, maps_before = h.uverbs_cmd_fds(), h.uverbs_ring_maps()
     r = rigs(channel=True)
     n = 5
     for i in range(n):
         r.post(0x500 + i, i, length=64)
     # a forked child inherits no ring (VM_DONTCOPY): it maps them itself
     # from the inherited command fd, where the provider expects them
-    rings = h.uverbs_ring_maps()
-    cmd_fd, = h.uverbs_cmd_fds()
+    rings = {a: m for a, m in h.uverbs_ring_maps().items()
+             if a not in maps_before}
+    cmd_fd, = h.uverbs_cmd_fds() - fds_before
     rd, wr = os.pipe()
     pid = os.fork()
     if pid == 0:                                            # child
