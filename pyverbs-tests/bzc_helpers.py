@@ -178,8 +178,6 @@ RDMA_NLDEV_ATTR_LINK_TYPE = 65
 def rdma_nl_newlink(name=None, link_type=None, netdev=None):
     """Send RDMA_NLDEV_CMD_NEWLINK with the given attributes (None: leave
     the attribute out).  Returns 0 or the positive errno of the ACK."""
-    import socket
-
     def attr(t, val):
         data = val.encode() + b'\0'
         a = struct.pack('=HH', 4 + len(data), t) + data
@@ -191,9 +189,17 @@ def rdma_nl_newlink(name=None, link_type=None, netdev=None):
         body += attr(RDMA_NLDEV_ATTR_LINK_TYPE, link_type)
     if netdev is not None:
         body += attr(RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
-    seq = int(time.monotonic() * 1000) & 0x7fffffff
+    return nl_rdma_ack(RDMA_NLDEV_CMD_NEWLINK, body)
+
+
+def nl_rdma_ack(cmd, body):
+    """Send the RDMA netlink request CMD (an RDMA_NLDEV_CMD_*) with the
+    attributes BODY and NLM_F_ACK; returns 0 or the positive errno of the
+    ACK."""
+    import socket
+    seq = (int(time.monotonic() * 1000) + os.getpid()) & 0x7fffffff
     msg = struct.pack('=IHHII', 16 + len(body),
-                      (RDMA_NL_NLDEV << 10) + RDMA_NLDEV_CMD_NEWLINK,
+                      (RDMA_NL_NLDEV << 10) + cmd,
                       0x1 | 0x4,            # NLM_F_REQUEST | NLM_F_ACK
                       seq, 0) + body
     s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_RDMA)
@@ -208,9 +214,9 @@ def rdma_nl_newlink(name=None, link_type=None, netdev=None):
                 ln, typ, _, rseq, _ = struct.unpack_from('=IHHII', resp, off)
                 if typ == 2 and rseq == seq:        # NLMSG_ERROR
                     return -struct.unpack_from('=i', resp, off + 16)[0]
-                off += (ln + 3) & ~3
-                if ln == 0:
+                if ln < 16:
                     break
+                off += (ln + 3) & ~3
     finally:
         s.close()
 
@@ -1138,33 +1144,10 @@ def nl_links():
 def nl_dellink(dev):
     """`rdma link delete DEV` over netlink; returns 0 or the positive errno
     (ENODEV when there is no such device)."""
-    import socket
     idx = ib_dev_index(dev)
     if idx is None:
         return errno.ENODEV
-    body = _nla_u32(_NLA_DEV_INDEX, idx)
-    seq = (int(time.monotonic() * 1000) + os.getpid()) & 0x7fffffff
-    msg = struct.pack('=IHHII', 16 + len(body),
-                      (RDMA_NL_NLDEV << 10) + _NLDEV_CMD_DELLINK,
-                      0x1 | 0x4,            # NLM_F_REQUEST | NLM_F_ACK
-                      seq, 0) + body
-    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_RDMA)
-    try:
-        s.settimeout(60)
-        s.bind((0, 0))
-        s.send(msg)
-        while True:
-            resp = s.recv(65536)
-            off = 0
-            while off + 16 <= len(resp):
-                ln, typ, _, rseq, _ = struct.unpack_from('=IHHII', resp, off)
-                if typ == 2 and rseq == seq:        # NLMSG_ERROR
-                    return -struct.unpack_from('=i', resp, off + 16)[0]
-                if ln < 16:
-                    break
-                off += (ln + 3) & ~3
-    finally:
-        s.close()
+    return nl_rdma_ack(_NLDEV_CMD_DELLINK, _nla_u32(_NLA_DEV_INDEX, idx))
 
 
 def set_netdev_up(name, up):
