@@ -30,7 +30,7 @@
 #define BZC_GID_TBL_LEN 128
 #define BZC_PKEY_TBL_LEN 1
 #define BZC_DEFAULT_PKEY 0xffff
-#define BZC_MAX_MR SZ_256K		/* key table: MRs and windows */
+#define BZC_MAX_MR SZ_256K		/* largest key table: MRs and windows */
 #define BZC_MAX_SGE 32
 #define BZC_MAX_MSG_SZ (1U << 31)
 #define BZC_MAX_MCAST_GRP 1024
@@ -75,6 +75,7 @@ struct bzc_dev {
 	 */
 	struct xarray mr_xa;		/* MRs and MWs by key index (key >> 8) */
 	u32 mr_next;
+	u32 key_max;			/* largest key index: max_mr + max_mw */
 	u8 *key_bytes;			/* by key index: the byte of its last key */
 	struct xarray qp_xa;		/* by QPN */
 	u32 qp_next;

@@ -66,6 +66,8 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 	err = bzc_stats_init(bdev);
 	if (err)
 		goto err_dealloc;
+	/* The limits first: they size the key table. */
+	bzc_init_device_attr(bdev);
 	err = bzc_keys_init(bdev);
 	if (err)
 		goto err_dealloc;
@@ -73,7 +75,6 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 	xa_init_flags(&bdev->qp_xa, XA_FLAGS_ALLOC);
 	xa_init_flags(&bdev->ah_xa, XA_FLAGS_ALLOC1);
 	bzc_mcast_init(bdev);
-	bzc_init_device_attr(bdev);
 	ib_set_device_ops(&bdev->ibdev, &bzc_dev_ops);
 
 	bdev->ibdev.node_type = RDMA_NODE_IB_CA;

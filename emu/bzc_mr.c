@@ -54,14 +54,20 @@ static int bzc_mr_collect_pages(struct bzc_mr *mr)
 }
 
 /**
- * bzc_keys_init() - allocate the key bytes of the device's key table
- * @bdev: the device
+ * bzc_keys_init() - size the device's key table and allocate its key bytes
+ * @bdev: the device, its limits set (bzc_init_device_attr())
+ *
+ * The table has max_mr + max_mw indexes (BZC_MAX_MR with the default
+ * limits); kernel PDs' DMA MRs and cached MRs take indexes from it too. A
+ * device made with lowered limits comes back to an index sooner.
  *
  * Return: 0 or -ENOMEM.
  */
 int bzc_keys_init(struct bzc_dev *bdev)
 {
-	bdev->key_bytes = kvzalloc(BZC_MAX_MR + 1, GFP_KERNEL);
+	bdev->key_max = min_t(u32, bdev->attr.max_mr + bdev->attr.max_mw,
+			      BZC_MAX_MR);
+	bdev->key_bytes = kvzalloc(bdev->key_max + 1, GFP_KERNEL);
 	return bdev->key_bytes ? 0 : -ENOMEM;
 }
 
@@ -93,7 +99,7 @@ int bzc_key_reserve(struct bzc_dev *bdev, u32 *key)
 	int err;
 
 	err = xa_alloc_cyclic(&bdev->mr_xa, &index, NULL,
-			      XA_LIMIT(1, BZC_MAX_MR), &bdev->mr_next,
+			      XA_LIMIT(1, bdev->key_max), &bdev->mr_next,
 			      GFP_KERNEL);
 	if (err < 0)
 		return err == -EBUSY ? -ENOMEM : err;
