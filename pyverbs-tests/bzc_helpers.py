@@ -601,10 +601,10 @@ def wc_str(wc):
             f' imm_data={wc.imm_data:#x} vendor_err={wc.vendor_err}')
 
 
-def find_ipv4_gid_index(ctx, port=PORT):
-    """Index of the GID ::ffff:$BZC_IPV4 (query_gid), the RoCE v2 one if
-    the table has it twice."""
-    want = ipv4_mapped(IPV4)
+def find_ipv4_gid_index(ctx, port=PORT, dev=DEV, ipv4=IPV4):
+    """Index of the GID ::ffff:`ipv4` (default $BZC_IPV4) of `dev`
+    (query_gid), the RoCE v2 one if the table has it twice."""
+    want = ipv4_mapped(ipv4)
     found = []
     for i in range(ctx.query_port(port).gid_tbl_len):
         try:
@@ -614,9 +614,9 @@ def find_ipv4_gid_index(ctx, port=PORT):
         if gid == want:
             found.append(i)
     if not found:
-        raise AssertionError(f'{DEV}: no GID {want} (IPv4 {IPV4}) in the '
-                             f'GID table; sysfs has {sysfs_gids()}')
-    types = sysfs_gids()
+        raise AssertionError(f'{dev}: no GID {want} (IPv4 {ipv4}) in the '
+                             f'GID table; sysfs has {sysfs_gids(dev)}')
+    types = sysfs_gids(dev)
     v2 = [i for i in found if i in types and types[i][1] == 'RoCE v2']
     return (v2 or found)[0]
 
@@ -867,18 +867,19 @@ def recv_wr(wr_id, sges):
 #             yield make            # a test: a, b = pairs()
 
 class VerbsEnv:
-    """A context on $BZC_DEV, its PD `pd` (and `pd2`, "another PD", unless
-    second_pd=False), the RoCE v2 GID of $BZC_IPV4 (`gid`, `gid_index`)
-    and the MRs made by reg() (`registered`, in order).  close(), or the
-    end of a `with` block, releases all of it."""
+    """A context on `dev` (default $BZC_DEV), its PD `pd` (and `pd2`,
+    "another PD", unless second_pd=False), the RoCE v2 GID of `ipv4`
+    (default $BZC_IPV4; `gid`, `gid_index`) and the MRs made by reg()
+    (`registered`, in order).  close(), or the end of a `with` block,
+    releases all of it."""
 
-    def __init__(self, second_pd=True):
+    def __init__(self, second_pd=True, dev=DEV, ipv4=IPV4):
         import pyverbs.device as d
         from pyverbs.pd import PD
-        self.ctx = d.Context(name=DEV)
+        self.ctx = d.Context(name=dev)
         self.pd = PD(self.ctx)
         self.pd2 = PD(self.ctx) if second_pd else None
-        self.gid_index = find_ipv4_gid_index(self.ctx)
+        self.gid_index = find_ipv4_gid_index(self.ctx, dev=dev, ipv4=ipv4)
         self.gid = self.ctx.query_gid(PORT, self.gid_index)
         self.registered = []
 

@@ -5,7 +5,11 @@ from the byte of the index's previous object.  A stale key, kept after
 its MR was deregistered, does not resolve to the MR that reuses its
 index later (remote access: IBV_WC_REM_ACCESS_ERR, local access:
 IBV_WC_LOC_PROT_ERR, memory untouched either way), and the byte of a
-key is not a function of its index (two devices differ)."""
+key is not a function of its index (two devices differ).
+
+The reuse is reached on a device made with small max_mr and max_mw, whose
+key table has max_mr + max_mw indexes (emu/README.md): a few hundred
+allocations instead of bzc0's 256 Ki."""
 
 import ctypes
 import os
@@ -33,9 +37,13 @@ class IbvMw(ctypes.Structure):
 # 7) and .dealloc_mw (slot 9) of struct ibv_context_ops, rdma-core 44.
 _ALLOC_MW = ctypes.CFUNCTYPE(ctypes.POINTER(IbvMw), VP, ctypes.c_int)
 _DEALLOC_MW = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(IbvMw))
+# The device of the reuse test: its key table has max_mr + max_mw indexes.
+KEYS_DEV, KEYS_NETDEV, KEYS_ADDR = 'bzctmp', 'bzctmp0', '198.18.8.1'
+KEYS_LIMITS = {'max_mr': 64, 'max_mw': 64}
+PARAMS = '/sys/module/bzc/parameters'
 # At most this many allocations before the cyclic allocator comes back
-# to an index (the table has 256 Ki entries), with room to spare.
-CHURN_LIMIT = 600000
+# to an index, with room to spare.
+CHURN_LIMIT = 2 * sum(KEYS_LIMITS.values())
 
 
 class MwChurn:
@@ -43,7 +51,7 @@ class MwChurn:
     pinning, and pyverbs' object overhead is not paid) to move the
     device's cyclic key allocator along."""
 
-    def __init__(self, name=h.DEV):
+    def __init__(self, name=KEYS_DEV):
         self.c = dv.Ctx(name)
         ops = ctypes.cast(self.c.p + 8, ctypes.POINTER(VP * 32)).contents
         self._alloc = _ALLOC_MW(ops[7])
@@ -70,11 +78,35 @@ class MwChurn:
         self.c.close()
 
 
-@pytest.fixture(scope='module')
+def _param(name, value=None):
+    with open(f'{PARAMS}/{name}', 'r' if value is None else 'w') as f:
+        return int(f.read()) if value is None else f.write(str(value))
+
+
+@pytest.fixture
 def env():
-    with h.VerbsEnv(second_pd=False) as en:
-        en.mr_a = en.reg(SZ, h.access_all())
-        yield en
+    """VerbsEnv on KEYS_DEV, made with KEYS_LIMITS (the module's parameters
+    are put back right after: the device keeps its own)."""
+    saved = {k: _param(k) for k in KEYS_LIMITS}
+    try:
+        for k, v in KEYS_LIMITS.items():
+            _param(k, v)
+        h.ip('link', 'add', KEYS_NETDEV, 'type', 'dummy')
+        h.ip('addr', 'add', f'{KEYS_ADDR}/24', 'dev', KEYS_NETDEV)
+        h.ip('link', 'set', KEYS_NETDEV, 'up')
+        h.link_add(KEYS_DEV, KEYS_NETDEV)
+    finally:
+        for k, v in saved.items():
+            _param(k, v)
+    try:
+        with h.VerbsEnv(second_pd=False, dev=KEYS_DEV,
+                        ipv4=KEYS_ADDR) as en:
+            assert en.ctx.query_device().max_mr == KEYS_LIMITS['max_mr']
+            en.mr_a = en.reg(SZ, h.access_all())
+            yield en
+    finally:
+        h.link_delete(KEYS_DEV, check=False)
+        h.ip('link', 'del', KEYS_NETDEV, check=False)
 
 
 @pytest.fixture
