@@ -162,6 +162,9 @@ def built(tmp_path_factory):
 
 
 TSHARK_BOOL = {'1': 1, '0': 0, 'True': 1, 'False': 0}
+# tshark registers every dissector it has before reading a packet: 7 s on
+# a loaded host, and over 300 s once in a TCG guest sharing the cores
+TSHARK_TIMEOUT = 1200
 
 
 def tshark_fields(pcap, fields):
@@ -180,7 +183,7 @@ def tshark_fields(pcap, fields):
     for c in cols:
         argv += ['-e', c]
     r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=300)
+                       text=True, timeout=TSHARK_TIMEOUT)
     assert r.returncode == 0, f'{" ".join(argv)}: {r.stderr}'
     out = {}
     for line in r.stdout.splitlines():
