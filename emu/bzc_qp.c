@@ -623,6 +623,12 @@ int bzc_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
  * the POST_SEND command's copies and allocation (the latency of short
  * WQEs is mostly this syscall). The core holds the QP's uobject for read:
  * the QP cannot be destroyed underneath.
+ *
+ * -EPERM from another process than the PD's: the kernel reads the ring
+ * through its own mapping, so a forked child or an SCM_RIGHTS receiver,
+ * which has the fd but not the ring (VM_DONTCOPY), would run the owner's
+ * WQEs whenever it likes. The write() doorbells (POST_SEND, POST_RECV)
+ * have the core's check of the fd's credentials instead.
  */
 static int UVERBS_HANDLER(BZC_METHOD_QP_DOORBELL)(
 	struct uverbs_attr_bundle *attrs)
@@ -632,7 +638,15 @@ static int UVERBS_HANDLER(BZC_METHOD_QP_DOORBELL)(
 
 	if (IS_ERR(ibqp))
 		return PTR_ERR(ibqp);
-	bzc_sq_kick(to_bqp(ibqp->real_qp));
+	ibqp = ibqp->real_qp;
+	if (!bzc_mrc_owned_by_current(to_bpd(ibqp->pd))) {
+		ibdev_info_ratelimited(ibqp->device,
+				       "QP %u: doorbell from %s[%d], not the process that owns it\n",
+				       ibqp->qp_num, current->comm,
+				       task_pid_nr(current));
+		return -EPERM;
+	}
+	bzc_sq_kick(to_bqp(ibqp));
 	return 0;
 }
 
