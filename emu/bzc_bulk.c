@@ -136,9 +136,10 @@ struct bzc_bulk_chan {
 	u64 seg_bytes;
 	struct mutex db_mutex;		/* the doorbell reads the ring */
 	u32 read;			/* next slot to read; under db_mutex */
-	spinlock_t lock;		/* reqs, their states, cons, dead */
+	spinlock_t lock;		/* reqs, their states, dead */
 	struct list_head reqs;		/* posting order, not yet completed */
-	u32 cons;			/* completed WQEs, as in the ring */
+	struct mutex complete_mutex;	/* CQEs in posting order */
+	u32 cons;			/* completed WQEs; under complete_mutex */
 	bool dead;
 	wait_queue_head_t idle;
 	u32 nlanes;
@@ -409,61 +410,89 @@ static void bzc_bulk_stop(struct bzc_bulk_chan *chan)
 	WRITE_ONCE(hdr->error, cpu_to_le32(1));
 }
 
+/* The CQEs of a finished request; false if one was lost (CQ overflow). */
+static bool bzc_bulk_post_cqes(struct bzc_bulk_chan *chan,
+			       struct bzc_bulk_req *req)
+{
+	u32 byte_len = min_t(u64, req->len, U32_MAX);
+	struct bzc_cqe cqe = {
+		.wr_id = req->wr_id,
+		.status = req->status,
+		.opcode = bzc_bulk_wc_opcode(req->opcode),
+		.qp_num = cpu_to_le32(chan->num),
+	};
+	bool posted;
+
+	if (req->status == IB_WC_SUCCESS) {
+		cqe.byte_len = cpu_to_le32(byte_len);
+		bzc_count(chan->bdev, BZC_CNT_BULK_WQES, 1);
+		bzc_count(chan->bdev, BZC_CNT_BULK_BYTES, req->len);
+	}
+	posted = bzc_cq_post(chan->cq, &cqe, false);
+
+	if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM &&
+	    req->status == IB_WC_SUCCESS) {
+		struct bzc_cqe arrival = {
+			.wr_id = req->wr_id,
+			.byte_len = cpu_to_le32(byte_len),
+			.imm_data = req->imm,
+			.qp_num = cpu_to_le32(req->target->num),
+			.src_qp = cpu_to_le32(chan->num),
+			.status = IB_WC_SUCCESS,
+			.opcode = IB_WC_RECV_RDMA_WITH_IMM,
+			.wc_flags = BZC_CQE_WITH_IMM,
+		};
+
+		/* The target is stopped when the request is freed. */
+		if (!bzc_cq_post(req->target->rcq, &arrival, false))
+			req->arrival_lost = true;
+	}
+	return posted;
+}
+
 /*
  * Complete the finished requests at the head, in posting order, and move
- * them to `done` to be freed outside the lock. Under chan->lock.
+ * them to `done` to be freed. They are taken off the list under
+ * chan->lock, their CQEs are posted with no lock held (the CQs' handlers
+ * run then, and may take locks of their own); complete_mutex keeps the
+ * CQEs of two lanes in posting order. Channel destroy waits for the lanes
+ * (cancel_work_sync), so it cannot free the channel in between.
  */
 static void bzc_bulk_complete(struct bzc_bulk_chan *chan,
 			      struct list_head *done)
 {
 	struct bzc_wq_ring_hdr *hdr = chan->ring.kaddr;
 	struct bzc_bulk_req *req, *tmp;
-	bool any = false;
+	LIST_HEAD(finished);
+	bool lost = false;
+	u32 n = 0;
 
+	mutex_lock(&chan->complete_mutex);
+	spin_lock(&chan->lock);
 	list_for_each_entry_safe(req, tmp, &chan->reqs, node) {
-		u32 byte_len = min_t(u64, req->len, U32_MAX);
-		struct bzc_cqe cqe = {
-			.wr_id = req->wr_id,
-			.status = req->status,
-			.opcode = bzc_bulk_wc_opcode(req->opcode),
-			.qp_num = cpu_to_le32(chan->num),
-		};
-
 		if (req->state != BZC_BULK_DONE)
 			break;
-		if (req->status == IB_WC_SUCCESS) {
-			cqe.byte_len = cpu_to_le32(byte_len);
-			bzc_count(chan->bdev, BZC_CNT_BULK_WQES, 1);
-			bzc_count(chan->bdev, BZC_CNT_BULK_BYTES, req->len);
-		}
-		if (!bzc_cq_post(chan->cq, &cqe, false))
-			bzc_bulk_stop(chan);
-
-		if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM &&
-		    req->status == IB_WC_SUCCESS) {
-			struct bzc_cqe arrival = {
-				.wr_id = req->wr_id,
-				.byte_len = cpu_to_le32(byte_len),
-				.imm_data = req->imm,
-				.qp_num = cpu_to_le32(req->target->num),
-				.src_qp = cpu_to_le32(chan->num),
-				.status = IB_WC_SUCCESS,
-				.opcode = IB_WC_RECV_RDMA_WITH_IMM,
-				.wc_flags = BZC_CQE_WITH_IMM,
-			};
-
-			/* The target's lock is not ours: stopped when freed. */
-			if (!bzc_cq_post(req->target->rcq, &arrival, false))
-				req->arrival_lost = true;
-		}
-		list_move_tail(&req->node, done);
-		chan->cons++;
-		any = true;
+		list_move_tail(&req->node, &finished);
 	}
-	if (!any)
-		return;
-	/* The slots are free once the process sees cons: after the CQEs. */
-	smp_store_release(&hdr->cons, cpu_to_le32(chan->cons));
+	spin_unlock(&chan->lock);
+
+	list_for_each_entry(req, &finished, node) {
+		if (!bzc_bulk_post_cqes(chan, req))
+			lost = true;
+		n++;
+	}
+	if (lost) {
+		spin_lock(&chan->lock);
+		bzc_bulk_stop(chan);
+		spin_unlock(&chan->lock);
+	}
+	if (n) {
+		WRITE_ONCE(chan->cons, chan->cons + n);
+		/* The slots are free once the process sees cons: after the CQEs. */
+		smp_store_release(&hdr->cons, cpu_to_le32(chan->cons));
+	}
+	list_splice_tail(&finished, done);
+	mutex_unlock(&chan->complete_mutex);
 }
 
 /* Release what completed requests hold; may sleep (MR cache unpins). */
@@ -548,11 +577,11 @@ static void bzc_bulk_lane_work(struct work_struct *work)
 	u64 seg;
 
 	for (;;) {
-		spin_lock(&chan->lock);
 		bzc_bulk_complete(chan, &done);
+		bzc_bulk_free(chan, &done);
+		spin_lock(&chan->lock);
 		req = bzc_bulk_pick(chan, &seg);
 		spin_unlock(&chan->lock);
-		bzc_bulk_free(chan, &done);
 		if (!req)
 			return;
 
@@ -776,6 +805,7 @@ struct bzc_bulk_chan *bzc_bulk_chan_create(struct bzc_pd *pd,
 	refcount_set(&chan->refcnt, 1);
 	init_completion(&chan->released);
 	mutex_init(&chan->db_mutex);
+	mutex_init(&chan->complete_mutex);
 	spin_lock_init(&chan->lock);
 	INIT_LIST_HEAD(&chan->reqs);
 	init_waitqueue_head(&chan->idle);

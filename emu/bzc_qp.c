@@ -287,8 +287,13 @@ void bzc_rq_flush(struct bzc_qp *qp)
 	spin_lock_irqsave(&qp->rq_lock, flags);
 	/* Pairs with the process's release of prod after its RQEs. */
 	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
-	/* A producer index the RQ cannot hold flushes nothing more. */
-	if (prod - qp->rq_cons > qp->rq.entries)
+	/*
+	 * A producer index the RQ cannot hold flushes nothing more, nor does
+	 * a QP out of ERR: a RESET (whose RQ reset takes rq_lock after it set
+	 * the state) may have overtaken the error this flush is for.
+	 */
+	if (prod - qp->rq_cons > qp->rq.entries ||
+	    READ_ONCE(qp->state) != IB_QPS_ERR)
 		prod = qp->rq_cons;
 	while (qp->rq_cons != prod) {
 		memcpy(rqe, bzc_wq_slot(&qp->rq, qp->rq_cons, qp->rq_wqe_size),
@@ -317,14 +322,27 @@ static void bzc_qp_event(struct bzc_qp *qp, enum ib_event_type type)
 }
 
 /*
- * Enter the error state: publish it, flush both queues. The caller raises
+ * Set the state, and the rings' `error` that tells the process about ERR,
+ * together under qp->lock: a RESET that wins against the data path's
+ * move to ERR leaves no `error` behind for the next life of the QP.
+ */
+static void bzc_qp_set_state(struct bzc_qp *qp, enum ib_qp_state state)
+{
+	__le32 error = cpu_to_le32(state == IB_QPS_ERR);
+
+	lockdep_assert_held(&qp->lock);
+	qp->state = state;
+	WRITE_ONCE(wq_hdr(&qp->sq)->error, error);
+	if (qp->rq.kaddr)
+		WRITE_ONCE(wq_hdr(&qp->rq)->error, error);
+}
+
+/*
+ * Having entered the error state: flush both queues. The caller raises
  * IB_EVENT_QP_LAST_WQE_REACHED on a QP of an SRQ, holding no lock.
  */
 static void bzc_qp_enter_error(struct bzc_qp *qp)
 {
-	WRITE_ONCE(wq_hdr(&qp->sq)->error, cpu_to_le32(1));
-	if (qp->rq.kaddr)
-		WRITE_ONCE(wq_hdr(&qp->rq)->error, cpu_to_le32(1));
 	/*
 	 * Pairs with post_recv's prod store, fence, error load: either the
 	 * flush below sees the new RQE, or the process sees `error` and rings
@@ -361,7 +379,7 @@ void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event)
 	spin_lock(&qp->lock);
 	changed = qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET;
 	if (changed)
-		qp->state = IB_QPS_ERR;
+		bzc_qp_set_state(qp, IB_QPS_ERR);
 	spin_unlock(&qp->lock);
 
 	if (!changed)
@@ -391,7 +409,6 @@ static void bzc_qp_reset(struct bzc_qp *qp)
 	qp->sq_cons = le32_to_cpu(READ_ONCE(hdr->prod));
 	/* Every slot is free again: the kernel reads none of them now. */
 	smp_store_release(&hdr->cons, cpu_to_le32(qp->sq_cons));
-	WRITE_ONCE(hdr->error, 0);
 	qp->rnr_waiting = false;
 	mutex_unlock(&qp->sq_mutex);
 
@@ -402,7 +419,6 @@ static void bzc_qp_reset(struct bzc_qp *qp)
 	qp->rq_cons = le32_to_cpu(READ_ONCE(hdr->prod));
 	/* Every slot is free again: the kernel reads none of them now. */
 	smp_store_release(&hdr->cons, cpu_to_le32(qp->rq_cons));
-	WRITE_ONCE(hdr->error, 0);
 	spin_unlock_irq(&qp->rq_lock);
 }
 
@@ -529,7 +545,7 @@ again:
 		qp->max_dest_rd_atomic = attr->max_dest_rd_atomic;
 	if (mask & IB_QP_PATH_MTU)
 		qp->path_mtu = attr->path_mtu;
-	qp->state = next;
+	bzc_qp_set_state(qp, next);
 	spin_unlock(&qp->lock);
 
 	if (next != cur) {
@@ -623,6 +639,12 @@ int bzc_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
  * the POST_SEND command's copies and allocation (the latency of short
  * WQEs is mostly this syscall). The core holds the QP's uobject for read:
  * the QP cannot be destroyed underneath.
+ *
+ * -EPERM from another process than the PD's: the kernel reads the ring
+ * through its own mapping, so a forked child or an SCM_RIGHTS receiver,
+ * which has the fd but not the ring (VM_DONTCOPY), would run the owner's
+ * WQEs whenever it likes. The write() doorbells (POST_SEND, POST_RECV)
+ * have the core's check of the fd's credentials instead.
  */
 static int UVERBS_HANDLER(BZC_METHOD_QP_DOORBELL)(
 	struct uverbs_attr_bundle *attrs)
@@ -632,7 +654,15 @@ static int UVERBS_HANDLER(BZC_METHOD_QP_DOORBELL)(
 
 	if (IS_ERR(ibqp))
 		return PTR_ERR(ibqp);
-	bzc_sq_kick(to_bqp(ibqp->real_qp));
+	ibqp = ibqp->real_qp;
+	if (!bzc_mrc_owned_by_current(to_bpd(ibqp->pd))) {
+		ibdev_info_ratelimited(ibqp->device,
+				       "QP %u: doorbell from %s[%d], not the process that owns it\n",
+				       ibqp->qp_num, current->comm,
+				       task_pid_nr(current));
+		return -EPERM;
+	}
+	bzc_sq_kick(to_bqp(ibqp));
 	return 0;
 }
 

@@ -10,6 +10,8 @@ parent's CQEs, and one that posts writes WQEs the kernel runs as the
 parent's (and the parent's next WQE lands in the same slot, unseen).
 """
 
+import ctypes as C
+import errno
 import faulthandler
 import os
 import signal
@@ -20,6 +22,7 @@ import pytest
 
 import bzc_helpers as h
 import bzcdv as dv
+import test_qp_hostile as hostile
 
 pytestmark = pytest.mark.keeps_netdev
 
@@ -209,3 +212,84 @@ def test_child_bulk_post_faults_parent_channel_intact():
         assert dv.read(dst.addr, n // 2) == b'\x5a' * (n // 2)
         assert dv.read(dst.addr + n // 2, n // 2) == bytes(n // 2), \
             "the child's COPY ran"
+
+
+# --------------------------------------------------------------------------
+# A child's doorbells on the parent's QP
+# --------------------------------------------------------------------------
+# The child inherits the uverbs fd and with it the QP's handle, though not
+# the rings. The kernel reads the rings through its own mapping, so a
+# doorbell from the child would run what the parent published in them
+# (whenever the child likes, in the child's context). A QP belongs to the
+# process that created it: the driver method refuses everyone else's
+# doorbell with EPERM, as the bulk doorbell and cached MRs do; the write()
+# commands (POST_SEND, POST_RECV) fail in the core already, with EACCES,
+# because the child's credentials are not the ones the fd was opened with.
+
+@pytest.fixture
+def hostile_rig():
+    r = hostile.Rig()
+    yield r
+    r.close()
+
+
+def test_child_sq_doorbell_refused(hostile_rig):
+    """The parent publishes an RDMA WRITE in its SQ ring without ringing;
+    the child's SQ doorbells fail (the POST_SEND command with EACCES, the
+    driver method with EPERM) and run nothing; the parent's doorbell then
+    runs it."""
+    r = hostile_rig
+    mr = r.mr.contents
+    src = C.addressof(r.buf)
+    dst = src + 4096
+    data = b'\x5c' * 64
+    C.memmove(src, data, len(data))
+    wqe = bytearray(hostile.send_wqe(0x5eed, e.IBV_WR_RDMA_WRITE, num_sge=1,
+                                     sges=[(src, len(data), mr.lkey)]))
+    wqe[16:24] = dst.to_bytes(8, 'little')
+    wqe[24:28] = mr.rkey.to_bytes(4, 'little')
+    assert len(wqe) <= hostile.sq_slot_size(r)
+    C.memmove(r.sq + hostile.WQ_HDR, bytes(wqe), len(wqe))
+    hostile.u32_at(r.sq).value = 1          # published, not rung
+
+    res = in_child(lambda: f'{r.doorbell(r.x)} '
+                           f'{r.doorbell_method(r.x)}'.encode())
+    assert res[:2] == (0, None), f'child failed: {res}'
+    assert res[2] == f'{errno.EACCES} {errno.EPERM}'.encode(), \
+        f"the child's SQ doorbells (command, method) returned " \
+        f"{res[2].decode()}, not EACCES, EPERM"
+    assert r.wcs(r.cq_x, timeout=0.5) == [], \
+        "the child's doorbell ran the parent's WQE"
+    assert C.string_at(dst, len(data)) == bytes(len(data)), \
+        "the child's doorbell ran the parent's RDMA WRITE"
+    assert hostile.u32_at(r.sq + hostile.WQ_CONS).value == 0
+
+    assert r.doorbell_method(r.x) == 0
+    assert r.wcs(r.cq_x, 1) == [(0x5eed, e.IBV_WC_SUCCESS)]
+    assert C.string_at(dst, len(data)) == data
+
+
+def test_child_rq_doorbell_refused(hostile_rig):
+    """With the QP in ERR, the parent publishes a receive without ringing;
+    the child's RQ doorbell (the POST_RECV command, the only one) fails
+    with EACCES and flushes nothing; the parent's doorbell then flushes
+    it."""
+    r = hostile_rig
+    r.modify(r.x, hostile.QpAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    # the receive the rig posted (wr_id 500, slot 0) is flushed by now
+    assert r.wcs(r.cq_x, 1) == [(500, e.IBV_WC_WR_FLUSH_ERR)]
+    slot = hostile.rq_slot_size()
+    first = hostile.WQ_HDR
+    C.memmove(r.rq + first + slot, r.rq + first, slot)
+    C.c_uint64.from_address(r.rq + first + slot).value = 0x5eed
+    hostile.u32_at(r.rq).value = 2          # published, not rung
+
+    res = in_child(lambda: str(r.doorbell(r.x, rq=True)).encode())
+    assert res[:2] == (0, None), f'child failed: {res}'
+    assert res[2] == str(errno.EACCES).encode(), \
+        f"the child's RQ doorbell returned {res[2].decode()}, not EACCES"
+    assert r.wcs(r.cq_x, timeout=0.5) == [], \
+        "the child's doorbell flushed the parent's receive"
+
+    assert r.doorbell(r.x, rq=True) == 0
+    assert r.wcs(r.cq_x, 1) == [(0x5eed, e.IBV_WC_WR_FLUSH_ERR)]

@@ -20,6 +20,7 @@ takes most of a minute in the TCG guest).
 """
 
 import ctypes
+import fcntl
 import os
 import random
 import select
@@ -163,7 +164,15 @@ POST_RECV = C.CFUNCTYPE(C.c_int, C.POINTER(Qp), C.POINTER(RecvWr),
 
 IBV_EVENT_QP_FATAL = 1
 IB_USER_VERBS_CMD_POST_SEND = 28
+IB_USER_VERBS_CMD_POST_RECV = 29
 UVERBS_SEND_WR_SIZE = 56            # sizeof(struct ib_uverbs_send_wr)
+UVERBS_RECV_WR_SIZE = 16            # sizeof(struct ib_uverbs_recv_wr)
+# RDMA_VERBS_IOCTL: _IOWR(0x1b, 1, struct ib_uverbs_ioctl_hdr of 24 bytes)
+RDMA_VERBS_IOCTL = (3 << 30) | (24 << 16) | (0x1b << 8) | 1
+UVERBS_OBJECT_QP = 4
+BZC_RDMA_DRIVER_ID = 0x627a         # bzc_user_ioctl_verbs.h
+BZC_METHOD_QP_DOORBELL = 1 << 12    # bzc_user_ioctl_cmds.h (UVERBS_ID_NS)
+BZC_ATTR_QP_DOORBELL_HANDLE = 1 << 12
 
 # bzc-abi.h
 WQ_HDR = 128                # BZC_WQ_RING_WQE_OFFSET
@@ -181,6 +190,12 @@ def send_wqe(wr_id, opcode, flags=WQE_SIGNALED, num_sge=0, inline_len=0,
     for addr, length, lkey in sges:
         b += struct.pack('<QII', addr, length, lkey)
     return b
+
+
+def rq_slot_size():
+    """The RQ slot size of Rig's QPs (2 receive SGEs): a power of two
+    holding the 16-byte RQE header and the SGEs."""
+    return 1 << (16 + 2 * 16 - 1).bit_length()
 
 
 def sq_slot_size(rig):
@@ -297,17 +312,36 @@ class Rig:
         rc = self.post_recv(qp, C.byref(wr), C.byref(bad))
         assert rc == 0, f'post_recv: {os.strerror(rc)}'
 
-    def doorbell(self, qp):
-        """IB_USER_VERBS_CMD_POST_SEND with wr_count 0 on the command fd."""
+    def doorbell(self, qp, rq=False):
+        """The SQ doorbell (IB_USER_VERBS_CMD_POST_SEND with wr_count 0 on
+        the command fd), or with rq the RQ's (POST_RECV, same layout);
+        0 or the errno."""
         resp = C.c_uint32(0)
-        cmd = struct.pack('=IHHQIIII', IB_USER_VERBS_CMD_POST_SEND, 8, 1,
+        cmd = struct.pack('=IHHQIIII',
+                          IB_USER_VERBS_CMD_POST_RECV if rq else
+                          IB_USER_VERBS_CMD_POST_SEND, 8, 1,
                           C.addressof(resp), qp.contents.handle, 0, 0,
-                          UVERBS_SEND_WR_SIZE)
+                          UVERBS_RECV_WR_SIZE if rq else UVERBS_SEND_WR_SIZE)
         try:
             n = os.write(self.raw.cmd_fd, cmd)
         except OSError as ex:
             return ex.errno
         assert n == len(cmd)
+        return 0
+
+    def doorbell_method(self, qp):
+        """The SQ doorbell as the driver method BZC_METHOD_QP_DOORBELL
+        (what the provider rings); 0 or the errno."""
+        hdr = struct.pack('=HHHHQII', 24 + 16, UVERBS_OBJECT_QP,
+                          BZC_METHOD_QP_DOORBELL, 1, 0, BZC_RDMA_DRIVER_ID,
+                          0)
+        attr = struct.pack('=HHHHQ', BZC_ATTR_QP_DOORBELL_HANDLE, 0, 0, 0,
+                           qp.contents.handle)
+        try:
+            fcntl.ioctl(self.raw.cmd_fd, RDMA_VERBS_IOCTL,
+                        bytearray(hdr + attr))
+        except OSError as ex:
+            return ex.errno
         return 0
 
     def wcs(self, cq, n=None, timeout=10.0):

@@ -115,3 +115,70 @@ def test_modify_racing_data_path_error(rig):
     assert back_to_rts == 0, \
         f'{back_to_rts} of {ROUNDS} rounds ended with the QP out of ERR ' \
         'after its error completion'
+
+
+RESET_ROUNDS = 300
+WQ_ERROR = 4                # offsetof(struct bzc_wq_ring_hdr, error)
+
+
+def test_reset_racing_data_path_error(rig):
+    """The responder puts x in ERR (a SEND from y finds x's RQ producer
+    index beyond the ring) while a thread polling x's state moves it from
+    ERR to RESET the moment it gets there. Whichever wins, the rings' `error` says what
+    the state says: set in ERR, clear in RESET (a QP in RESET whose ring
+    still says `error` has its receives flushed by the provider's next
+    post_recv, and later its INIT receives)."""
+    x_qpn, y_qpn = rig.x.contents.qp_num, rig.y.contents.qp_num
+    sq_error = hostile.u32_at(rig.sq + WQ_ERROR)
+    rq_error = hostile.u32_at(rig.rq + WQ_ERROR)
+    rq_prod = hostile.u32_at(rig.rq)
+    rq_cons = hostile.u32_at(rig.rq + hostile.WQ_CONS)
+    stop = threading.Event()
+    resets = [0]
+    other = []
+
+    def resetter():
+        # (IBV_QP_CUR_STATE is not allowed from ERR: poll the state.)
+        a = hostile.QpAttr(qp_state=e.IBV_QPS_RESET)
+        while not stop.is_set():
+            if rig.state(rig.x) != e.IBV_QPS_ERR:
+                continue
+            rc = _modify_rc(rig.x, a, e.IBV_QP_STATE)
+            if rc == 0:
+                resets[0] += 1
+            else:
+                other.append(rc)
+            return
+
+    wrong = []
+    for i in range(RESET_ROUNDS):
+        rig.to_rts(rig.x, y_qpn)
+        rig.to_rts(rig.y, x_qpn)
+        rig.wcs(rig.cq_x, timeout=0)
+        rig.wcs(rig.cq_y, timeout=0)
+        rig.async_events(0)
+        rq_prod.value = (rq_cons.value + 0x100000) & 0xffffffff
+        stop.clear()
+        t = threading.Thread(target=resetter)
+        t.start()
+        hostile._peer_send(rig, 2000 + i)
+        sent = rig.wcs(rig.cq_y, 1)
+        assert len(sent) == 1 and sent[0][1] != e.IBV_WC_SUCCESS, \
+            f'round {i}: the SEND to a corrupt RQ completed {sent}'
+        t.join(timeout=5)       # it sees ERR and resets, unless it lost
+        stop.set()
+        t.join(timeout=60)
+        assert not t.is_alive()
+        assert not other, f'modify to RESET failed: {os.strerror(other[0])}'
+        state = rig.state(rig.x)
+        flags = (sq_error.value, rq_error.value)
+        if state == e.IBV_QPS_RESET and flags != (0, 0) or \
+                state == e.IBV_QPS_ERR and 0 in flags or \
+                state not in (e.IBV_QPS_RESET, e.IBV_QPS_ERR):
+            wrong.append((i, state, flags))
+    print(f'{resets[0]} of {RESET_ROUNDS} rounds reset x from ERR')
+    assert resets[0] > RESET_ROUNDS // 2, \
+        f'the race was hardly run: {resets[0]} ERR -> RESET'
+    assert not wrong, \
+        f'{len(wrong)} of {RESET_ROUNDS} rounds: (round, state, ' \
+        f'SQ/RQ error) disagree: {wrong[:5]}'

@@ -65,6 +65,7 @@ enum op_id {
 	OP_POST_SRQ_RECV,
 	OP_CHAN_CREATE,
 	OP_CHAN_DESTROY,
+	OP_CHAN_CONNECT,
 	OP_BULK_POST,
 	OP_BULK_POST_EDGE,
 	OP_CMR_REG,
@@ -111,6 +112,8 @@ struct shared {
 	atomic_uint_fast64_t counts[OP_COUNT][NCODE];
 	atomic_uint qpn[NSHARED];
 	atomic_uint chan_num[NSHARED];
+	/* Channels asking to be connected back: from << 32 | to (chan_num). */
+	atomic_uint_fast64_t chan_ask[NSHARED];
 	struct shared_key key[NSHARED];	/* racy on purpose: any value goes */
 	atomic_int stop;
 };
@@ -121,6 +124,7 @@ struct world {
 	struct ibv_context *ctx;
 	struct ibv_comp_channel *ch;
 	union ibv_gid gid[4];
+	uint8_t gid_index[4];		/* of gid[i] in the port's table */
 	int ngid;
 	bool dead;			/* IBV_EVENT_DEVICE_FATAL seen */
 	pthread_t drainer;
@@ -135,6 +139,7 @@ struct world {
 	struct ibv_mw *mw[NSLOT];
 	struct ibv_ah *ah[NSLOT];
 	struct bzcdv_bulk_chan *chan[NSLOT];
+	uint32_t chan_peer[NSLOT];	/* what chan[i] connected to; 0: none */
 	struct bzcdv_mr_cached *cmr[NSLOT];
 	/* Raw mappings of the uverbs fd kept for a while (raw_mmap). */
 	void *map[NSLOT];
@@ -264,6 +269,7 @@ int op_post_recv(struct worker *w);
 int op_post_srq_recv(struct worker *w);
 int op_chan_create(struct worker *w);
 int op_chan_destroy(struct worker *w);
+int op_chan_connect(struct worker *w);
 int op_bulk_post(struct worker *w);
 int op_bulk_post_edge(struct worker *w);
 int op_cmr_reg(struct worker *w);

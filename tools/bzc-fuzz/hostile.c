@@ -124,6 +124,9 @@ static const struct raw_method methods[] = {
 	  { { BZC_ATTR_BULK_CHAN_DESTROY_HANDLE, A_CHAN, 0 } } },
 	{ "chan_doorbell", BZC_OBJECT_BULK_CHAN, BZC_METHOD_BULK_CHAN_DOORBELL, A_NONE,
 	  { { BZC_ATTR_BULK_CHAN_DOORBELL_HANDLE, A_CHAN, 0 } } },
+	{ "chan_connect", BZC_OBJECT_BULK_CHAN, BZC_METHOD_BULK_CHAN_CONNECT, A_NONE,
+	  { { BZC_ATTR_BULK_CHAN_CONNECT_HANDLE, A_CHAN, 0 },
+	    { BZC_ATTR_BULK_CHAN_CONNECT_CMD, A_IN, sizeof(struct bzc_bulk_chan_connect_cmd) } } },
 	{ "cmr_reg", BZC_OBJECT_CACHED_MR, BZC_METHOD_CACHED_MR_REG, A_NONE,
 	  { { BZC_ATTR_CACHED_MR_REG_HANDLE, A_NEW, 0 },
 	    { BZC_ATTR_CACHED_MR_REG_PD_HANDLE, A_PD, 0 },
@@ -219,6 +222,8 @@ static void fill_in(struct worker *w, const struct raw_method *m, void *buf,
 {
 	struct bzc_cached_mr_reg_cmd *mr = buf;
 	struct bzc_bulk_chan_create_cmd *chan = buf;
+	struct bzc_bulk_chan_connect_cmd *conn = buf;
+	struct world *wd = &w->wd;
 
 	rnd_bytes(w, buf, len);
 	if (m->meth == BZC_METHOD_CACHED_MR_REG && len >= sizeof(*mr)) {
@@ -235,6 +240,18 @@ static void fill_in(struct worker *w, const struct raw_method *m, void *buf,
 		chan->comp_mask = chance(w, 90) ? 0 : rnd(w);
 		chan->depth = chance(w, 60) ? 1 + rnd_below(w, 64) :
 					      (uint32_t)rnd_edge(w);
+	} else if (m->meth == BZC_METHOD_BULK_CHAN_CONNECT &&
+		   len >= sizeof(*conn) && chance(w, 80)) {
+		int g = wd->ngid ? (int)rnd_below(w, wd->ngid) : -1;
+
+		conn->comp_mask = chance(w, 90) ? 0 : rnd(w);
+		if (g >= 0 && chance(w, 80)) {
+			memcpy(conn->remote_gid, &wd->gid[g], 16);
+			conn->sgid_index = wd->gid_index[g];
+		}
+		conn->remote_chan = chance(w, 80) ?
+			atomic_load(&shm->chan_num[rnd_below(w, NSHARED)]) :
+			(uint32_t)rnd_edge(w);
 	}
 }
 

@@ -65,6 +65,7 @@ const struct fuzz_op fuzz_ops[OP_COUNT] = {
 	[OP_POST_SRQ_RECV] = { "post_srq_recv", op_post_srq_recv, 4 },
 	[OP_CHAN_CREATE] = { "chan_create", op_chan_create, 3 },
 	[OP_CHAN_DESTROY] = { "chan_destroy", op_chan_destroy, 2 },
+	[OP_CHAN_CONNECT] = { "chan_connect", op_chan_connect, 4 },
 	[OP_BULK_POST] = { "bulk_post", op_bulk_post, 8 },
 	[OP_BULK_POST_EDGE] = { "bulk_post_edge", op_bulk_post_edge, 1 },
 	[OP_CMR_REG] = { "cmr_reg", op_cmr_reg, 4 },

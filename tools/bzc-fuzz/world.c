@@ -8,6 +8,7 @@
  * often as from the thread's own objects, so threads and processes aim
  * at each other.
  */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -192,8 +193,10 @@ int world_open(struct worker *w)
 		union ibv_gid gid;
 
 		if (!ibv_query_gid(wd->ctx, 1, i, &gid) &&
-		    (gid.global.subnet_prefix || gid.global.interface_id))
+		    (gid.global.subnet_prefix || gid.global.interface_id)) {
+			wd->gid_index[wd->ngid] = (uint8_t)i;
 			wd->gid[wd->ngid++] = gid;
+		}
 	}
 	wd->ch = ibv_create_comp_channel(wd->ctx);
 	set_nonblock(wd->ctx->async_fd);
@@ -1119,8 +1122,131 @@ int op_chan_create(struct worker *w)
 	if (!chan)
 		return errno;
 	w->wd.chan[s] = chan;
+	w->wd.chan_peer[s] = 0;
 	atomic_store(&shm->chan_num[rnd_below(w, NSHARED)], chan->chan_num);
 	return 0;
+}
+
+/* This thread's channel numbered @num, or -1. */
+static int chan_slot(struct worker *w, uint32_t num)
+{
+	int i;
+
+	for (i = 0; i < NSLOT; i++)
+		if (w->wd.chan[i] && w->wd.chan[i]->chan_num == num)
+			return i;
+	return -1;
+}
+
+static int chan_connect(struct worker *w, int s,
+			const struct bzcdv_bulk_conn_attr *a)
+{
+	int ret = bzcdv_connect_bulk_chan(w->wd.chan[s], a);
+
+	if (!ret)
+		w->wd.chan_peer[s] = a->remote_chan;
+	return ret;
+}
+
+/* Boundary and random addresses and numbers for a connect. */
+static void conn_edge(struct worker *w, struct bzcdv_bulk_conn_attr *a)
+{
+	static const uint32_t nums[] = { 0, 1, 0x7fffffff, 0x80000000,
+					 0xffffffff };
+
+	if (chance(w, 50))
+		a->remote_chan = chance(w, 50) ? nums[rnd_below(w, 5)] :
+						 (uint32_t)rnd(w);
+	switch (rnd_below(w, 5)) {
+	case 0:
+		memset(&a->remote_gid, 0, sizeof(a->remote_gid));
+		break;
+	case 1:
+		memset(&a->remote_gid, 0xff, sizeof(a->remote_gid));
+		break;
+	case 2:
+		a->remote_gid.global.subnet_prefix = rnd(w);
+		a->remote_gid.global.interface_id = rnd(w);
+		break;
+	case 3:
+		a->remote_gid.raw[15] ^= 1;	/* a neighbour's address */
+		break;
+	}
+	if (chance(w, 30))
+		a->sgid_index = (uint8_t)(chance(w, 50) ? rnd(w) : 255);
+	if (chance(w, 10))
+		a->comp_mask = rnd(w);
+}
+
+/*
+ * Connect a channel, so that bulk WRITE/READ get past the connect check
+ * and into the data path: to itself, to another channel of this thread
+ * (and that one back), to another process's channel from the shared
+ * table (asking it, through shm->chan_ask, to connect back), back to a
+ * channel that asked; or to boundary and random GIDs and numbers.
+ */
+int op_chan_connect(struct worker *w)
+{
+	struct bzcdv_bulk_conn_attr a = {};
+	int s = pick_used(w, SLOTS(w->wd.chan)), t = -1, g, i, ret;
+	uint64_t ask;
+
+	if (s < 0)
+		return NOTHING;
+	if (w->wd.ngid) {
+		g = (int)rnd_below(w, w->wd.ngid);
+		a.remote_gid = w->wd.gid[g];
+		a.sgid_index = w->wd.gid_index[g];
+	}
+	switch (rnd_below(w, 10)) {
+	case 0:
+	case 1:
+		a.remote_chan = w->wd.chan[s]->chan_num;
+		note(w, "chan %u to itself", a.remote_chan);
+		return chan_connect(w, s, &a);
+	case 2:
+	case 3:
+		t = pick_used(w, SLOTS(w->wd.chan));
+		a.remote_chan = w->wd.chan[t]->chan_num;
+		note(w, "chan %u and chan %u", w->wd.chan[s]->chan_num,
+		     a.remote_chan);
+		ret = chan_connect(w, s, &a);
+		if (ret || t == s)
+			return ret;
+		a.remote_chan = w->wd.chan[s]->chan_num;
+		return chan_connect(w, t, &a);
+	case 4:
+	case 5:
+		a.remote_chan = atomic_load(&shm->chan_num[rnd_below(w, NSHARED)]);
+		atomic_store(&shm->chan_ask[rnd_below(w, NSHARED)],
+			     (uint64_t)w->wd.chan[s]->chan_num << 32 |
+			     a.remote_chan);
+		note(w, "chan %u to chan %u, asking back",
+		     w->wd.chan[s]->chan_num, a.remote_chan);
+		return chan_connect(w, s, &a);
+	case 6:
+	case 7:
+		for (i = 0; i < NSHARED && t < 0; i++) {
+			ask = atomic_load(&shm->chan_ask[i]);
+			t = chan_slot(w, (uint32_t)ask);
+		}
+		if (t < 0)
+			return NOTHING;
+		a.remote_chan = (uint32_t)(ask >> 32);
+		note(w, "chan %u back to chan %u", w->wd.chan[t]->chan_num,
+		     a.remote_chan);
+		return chan_connect(w, t, &a);
+	default:
+		a.remote_chan = atomic_load(&shm->chan_num[rnd_below(w, NSHARED)]);
+		conn_edge(w, &a);
+		note(w, "chan %u to chan %u gid %016" PRIx64 ":%016" PRIx64
+		     " sgid_index %u comp_mask 0x%" PRIx64,
+		     w->wd.chan[s]->chan_num, a.remote_chan,
+		     be64toh(a.remote_gid.global.subnet_prefix),
+		     be64toh(a.remote_gid.global.interface_id), a.sgid_index,
+		     a.comp_mask);
+		return chan_connect(w, s, &a);
+	}
 }
 
 int op_chan_destroy(struct worker *w)
@@ -1195,6 +1321,9 @@ static int bulk_post(struct worker *w, bool edge)
 				sge[i][k].length = cache_len(sge[i][k].length);
 		r->remote_chan = chance(w, 50) ? chan->chan_num :
 			atomic_load(&shm->chan_num[rnd_below(w, NSHARED)]);
+		/* The peer, mostly: only it gets past the connect check. */
+		if (w->wd.chan_peer[s] && chance(w, 70))
+			r->remote_chan = w->wd.chan_peer[s];
 		if (chance(w, 3))
 			r->remote_chan = (uint32_t)rnd(w);
 		note(w, "op %d sge %u chan %u", r->opcode, r->num_sge,
