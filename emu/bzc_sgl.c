@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: scatter-gather lists over MRs, and the device's one copy between
+ * them, page by page (kmap_local_page() + bzc_copy_piece()), spread over
+ * two workers when it is long.
+ */
+#include <linux/highmem.h>
+#include <linux/sched.h>
+
+#include "bzc_sgl.h"
+
+/**
+ * bzc_sgl_put() - drop the MR references of an SGL and empty it
+ * @sgl: an SGL built by bzc_sgl_add() or bzc_sgl_from_sges()
+ */
+void bzc_sgl_put(struct bzc_sgl *sgl)
+{
+	u32 i;
+
+	for (i = 0; i < sgl->n; i++)
+		bzc_mr_put(sgl->seg[i].mr);
+	sgl->n = 0;
+}
+
+/**
+ * bzc_sgl_add() - append one checked (key, address, length) to an SGL
+ * @sgl: the SGL, with room for one more segment
+ * @bdev: the device whose key table resolves @key
+ * @pd: for an lkey: the PD the MR must belong to
+ * @rqp: for an rkey: the QP the access arrives at (bzc_rkey_get()); NULL
+ *	 for an lkey
+ * @key: the lkey or rkey
+ * @addr: the first byte
+ * @len: the length; 0 adds nothing and succeeds
+ * @access: the IB_ACCESS_* rights the MR (or window) must grant
+ *
+ * The segment holds a reference on its MR until bzc_sgl_put().
+ *
+ * Return: false when the key, PD, QP, rights or bounds do not match.
+ */
+bool bzc_sgl_add(struct bzc_sgl *sgl, struct bzc_dev *bdev, struct ib_pd *pd,
+		 struct bzc_qp *rqp, u32 key, u64 addr, u64 len, int access)
+{
+	struct bzc_mr *mr;
+	u64 off;
+
+	if (!len)
+		return true;
+	if (rqp) {
+		mr = bzc_rkey_get(bdev, key, rqp, addr, len, access, &off);
+		if (!mr)
+			return false;
+	} else {
+		mr = bzc_lkey_get(bdev, key, pd, addr, len, access);
+		if (!mr)
+			return false;
+		off = addr - mr->iova;
+	}
+	sgl->seg[sgl->n].mr = mr;
+	sgl->seg[sgl->n].off = off;
+	sgl->seg[sgl->n].len = len;
+	sgl->n++;
+	sgl->total += len;
+	return true;
+}
+
+/**
+ * bzc_sgl_from_sges() - resolve a WQE's SGE array against local keys
+ * @sgl: the SGL to fill (emptied first)
+ * @bdev: the device
+ * @pd: the PD the lkeys must belong to
+ * @sge: the SGEs, already copied into kernel memory
+ * @num_sge: how many (at most BZC_MAX_SGE)
+ * @access: the IB_ACCESS_* rights each MR must grant
+ *
+ * Return: false, with @sgl empty, when an SGE does not resolve.
+ */
+bool bzc_sgl_from_sges(struct bzc_sgl *sgl, struct bzc_dev *bdev,
+		       struct ib_pd *pd, const struct bzc_sge *sge, u32 num_sge,
+		       int access)
+{
+	u32 i;
+
+	bzc_sgl_init(sgl);
+	for (i = 0; i < num_sge; i++) {
+		if (!bzc_sgl_add(sgl, bdev, pd, NULL, le32_to_cpu(sge[i].lkey),
+				 le64_to_cpu(sge[i].addr),
+				 le32_to_cpu(sge[i].length), access)) {
+			bzc_sgl_put(sgl);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Map the current position; *len gets the contiguous bytes there. */
+static void *bzc_cursor_map(struct bzc_cursor *c, size_t *len)
+{
+	const struct bzc_seg *seg;
+	u64 byte;
+
+	if (c->sgl->kbuf) {
+		*len = c->sgl->total - c->pos;
+		return (void *)c->sgl->kbuf + c->pos;
+	}
+	/* Skip exhausted segments. */
+	while (c->pos == c->sgl->seg[c->i].len) {
+		c->i++;
+		c->pos = 0;
+	}
+	seg = &c->sgl->seg[c->i];
+	if (bzc_mr_is_kernel(seg->mr))
+		return bzc_kva_map(seg->off + c->pos, seg->len - c->pos, len);
+	byte = seg->mr->page_off + seg->off + c->pos;
+	*len = min_t(u64, PAGE_SIZE - offset_in_page(byte), seg->len - c->pos);
+	return kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
+	       offset_in_page(byte);
+}
+
+static void bzc_cursor_unmap(struct bzc_cursor *c, void *addr)
+{
+	if (!c->sgl->kbuf)
+		kunmap_local(addr);
+}
+
+/* Copy `len` bytes (both sides hold at least that much), page by page. */
+static void bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
+			   u64 len, bool may_sleep)
+{
+	while (len) {
+		size_t dlen, slen, n;
+		void *d, *s;
+
+		d = bzc_cursor_map(dst, &dlen);
+		s = bzc_cursor_map(src, &slen);
+		n = min3((u64)dlen, (u64)slen, len);
+		bzc_copy_piece(d, s, n);
+		bzc_cursor_unmap(src, s);
+		bzc_cursor_unmap(dst, d);
+		dst->pos += n;
+		src->pos += n;
+		len -= n;
+		if (may_sleep)
+			cond_resched();
+	}
+}
+
+static void bzc_cursor_skip(struct bzc_cursor *c, u64 n)
+{
+	if (c->sgl->kbuf) {
+		c->pos += n;
+		return;
+	}
+	while (n > c->sgl->seg[c->i].len - c->pos) {
+		n -= c->sgl->seg[c->i].len - c->pos;
+		c->i++;
+		c->pos = 0;
+	}
+	c->pos += n;
+}
+
+/*
+ * Copies in a worker at least this long are offered to a second worker, in
+ * chunks both take from one counter: a helper that gets no CPU (say, the
+ * process spins on its CQ on the other one) costs nothing but the offer.
+ */
+#define BZC_SPLIT_BYTES SZ_256K
+#define BZC_CHUNK_BYTES SZ_64K
+
+struct bzc_copy_job {
+	struct work_struct work;
+	struct bzc_cursor dst, src;	/* where the copy starts */
+	u64 len;
+	u64 nchunks;
+	atomic64_t next;		/* the next chunk to take */
+};
+
+static void bzc_copy_chunks(struct bzc_copy_job *job)
+{
+	u64 c;
+
+	while ((c = atomic64_fetch_inc(&job->next)) < job->nchunks) {
+		struct bzc_cursor d = job->dst, s = job->src;
+		u64 off = c * BZC_CHUNK_BYTES;
+
+		bzc_cursor_skip(&d, off);
+		bzc_cursor_skip(&s, off);
+		bzc_copy_pages(&d, &s, min_t(u64, BZC_CHUNK_BYTES,
+					     job->len - off), true);
+	}
+}
+
+static void bzc_copy_helper(struct work_struct *work)
+{
+	bzc_copy_chunks(container_of(work, struct bzc_copy_job, work));
+}
+
+/**
+ * bzc_copy() - the one copy of the device, between two SGL positions
+ * @dst: where the bytes go; advanced by @len
+ * @src: where they come from; advanced by @len
+ * @len: bytes to copy; both sides hold at least that many
+ * @may_sleep: the caller may sleep: long copies reschedule and share the
+ *	       work with a second worker on bzc_wq (one copy thread runs at
+ *	       about half the memory bandwidth of two)
+ */
+void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
+	      bool may_sleep)
+{
+	struct bzc_copy_job job;
+
+	if (!may_sleep || len < BZC_SPLIT_BYTES) {
+		bzc_copy_pages(dst, src, len, may_sleep);
+		return;
+	}
+	job.dst = *dst;
+	job.src = *src;
+	job.len = len;
+	job.nchunks = DIV_ROUND_UP_ULL(len, BZC_CHUNK_BYTES);
+	atomic64_set(&job.next, 0);
+	INIT_WORK_ONSTACK(&job.work, bzc_copy_helper);
+	queue_work(bzc_wq, &job.work);
+	bzc_copy_chunks(&job);
+	/* Not started: never will; running: finishing its last chunk. */
+	cancel_work_sync(&job.work);
+	destroy_work_on_stack(&job.work);
+	bzc_cursor_skip(dst, len);
+	bzc_cursor_skip(src, len);
+}
