@@ -25,7 +25,7 @@
 #include <rdma/ib_cache.h>
 #include <rdma/ib_umem.h>
 
-#include "bzc_sgl.h"
+#include "bzc_xport.h"
 
 struct workqueue_struct *bzc_wq;
 
@@ -86,14 +86,12 @@ static bool bzc_qp_receives(enum ib_qp_state state)
 }
 
 /*
- * The destination QP of a WQE, referenced (and its device: put both with
- * bzc_peer_put()), or NULL if nothing in this kernel would receive it.
- * For UD the caller has put the AH's address in peer->av.
+ * The destination QP of a message, referenced (and its device: put both
+ * with bzc_peer_put()).
  */
 struct bzc_peer {
 	struct bzc_dev *bdev;
 	struct bzc_qp *qp;
-	struct bzc_av av;
 };
 
 /* The Q_Key a UD WQE sends with: its own, or the QP's (high bit set). */
@@ -106,37 +104,36 @@ static u32 bzc_ud_qkey(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 
 /*
  * The responder's checks of a message's source, in one place (a wire
- * transport runs the same on each packet): does `tqp` take what `qp`
- * sends from GID `sgid`? It must be of the same type and receiving, and
- * - UD: the Q_Key (`qkey`) matches;
+ * transport runs the same on each packet): does `tqp` take `msg`? It must
+ * be of the sender's type and receiving, and
+ * - UD: the Q_Key matches;
  * - RC, UC: it is connected to the sender: its dest_qp_num is the
  *   sender's QPN and its address vector's DGID the sender's GID, as a NIC
  *   drops a packet whose source is not its connection's. The sender's
  *   device is in the responder's namespace (bzc_dev_by_gid()).
  * A refused message is dropped silently: an RC requester retries in vain.
  */
-static bool bzc_responder_accepts(struct bzc_qp *tqp, struct bzc_qp *qp,
-				  const union ib_gid *sgid, u32 qkey)
+static bool bzc_responder_accepts(struct bzc_qp *tqp,
+				  const struct bzc_msg *msg)
 {
-	enum ib_qp_type type = qp->ibqp.qp_type;
+	enum ib_qp_type type = msg->type;
 	bool ok, peer = true;
 
 	spin_lock(&tqp->lock);
 	ok = tqp->ibqp.qp_type == type && bzc_qp_receives(tqp->state);
 	if (ok && bzc_type_ud(type)) {
-		ok = tqp->qkey == qkey;
+		ok = tqp->qkey == msg->qkey;
 	} else if (ok) {
-		peer = tqp->dest_qpn == qp->ibqp.qp_num &&
-		       !memcmp(&tqp->av.dgid, sgid, sizeof(*sgid));
+		peer = tqp->dest_qpn == msg->sqpn &&
+		       !memcmp(&tqp->av.dgid, &msg->sgid, sizeof(msg->sgid));
 		ok = peer;
 	}
 	spin_unlock(&tqp->lock);
 	if (!peer)
 		ibdev_info_ratelimited(tqp->ibqp.device,
-				       "QP %u: dropped a message from QP %u of %s (%pI6c): not its peer\n",
-				       tqp->ibqp.qp_num, qp->ibqp.qp_num,
-				       dev_name(&qp->ibqp.device->dev),
-				       sgid->raw);
+				       "QP %u: dropped a message from QP %u at %pI6c: not its peer\n",
+				       tqp->ibqp.qp_num, msg->sqpn,
+				       msg->sgid.raw);
 	return ok;
 }
 
@@ -153,39 +150,16 @@ static bool bzc_sender_gid(struct bzc_qp *qp, u8 sgid_index, union ib_gid *gid)
 	return true;
 }
 
-static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+/* The QP in this kernel `msg` goes to: false if there is none. */
+static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_msg *msg,
 			 struct bzc_peer *peer)
 {
-	enum ib_qp_type type = qp->ibqp.qp_type;
-	struct bzc_av *av = &peer->av;
-	union ib_gid sgid = {};
-	u32 dqpn, qkey = 0;
-
-	if (bzc_type_ud(type)) {
-		/* peer->av: resolved by the caller, an AH of the QP's PD. */
-		dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
-		qkey = bzc_ud_qkey(qp, wqe);
-	} else {
-		spin_lock(&qp->lock);
-		*av = qp->av;
-		dqpn = qp->dest_qpn;
-		spin_unlock(&qp->lock);
-		if (!bzc_sender_gid(qp, av->sgid_index, &sgid))
-			return false;
-	}
-
-	peer->bdev = bzc_dev_by_gid(to_bdev(qp->ibqp.device), &av->dgid);
+	peer->bdev = bzc_dev_by_gid(to_bdev(qp->ibqp.device), &msg->av->dgid);
 	if (!peer->bdev)
 		return false;
-	peer->qp = bzc_qp_get(peer->bdev, dqpn);
-	if (!peer->qp)
-		goto err_dev;
-
-	if (bzc_responder_accepts(peer->qp, qp, &sgid, qkey))
+	peer->qp = bzc_qp_get(peer->bdev, msg->dqpn);
+	if (peer->qp)
 		return true;
-
-	bzc_qp_put(peer->qp);
-err_dev:
 	ib_device_put(&peer->bdev->ibdev);
 	return false;
 }
@@ -269,30 +243,29 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 	return ret < 0 ? ret : 0;
 }
 
-static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
+static void bzc_recv_complete(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			      const struct bzc_recv_wqe *rqe,
-			      const struct bzc_send_wqe *wqe,
 			      enum ib_wc_status status, u64 byte_len)
 {
 	struct bzc_cqe cqe = {
 		.wr_id = rqe->wr_id,
 		.status = status,
-		.opcode = wqe->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM ?
+		.opcode = msg->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM ?
 			  IB_WC_RECV_RDMA_WITH_IMM : IB_WC_RECV,
 		.byte_len = cpu_to_le32(byte_len),
 		.qp_num = cpu_to_le32(tqp->ibqp.qp_num),
-		.src_qp = cpu_to_le32(qp->ibqp.qp_num),
+		.src_qp = cpu_to_le32(msg->sqpn),
 	};
 
 	if (status == IB_WC_SUCCESS) {
-		if (wqe->opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
-		    wqe->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM) {
+		if (msg->opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
+		    msg->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM) {
 			cqe.wc_flags |= BZC_CQE_WITH_IMM;
-			cqe.imm_data = wqe->imm_data;
+			cqe.imm_data = msg->imm_data;
 		}
-		if (wqe->opcode == IB_UVERBS_WR_SEND_WITH_INV) {
+		if (msg->opcode == IB_UVERBS_WR_SEND_WITH_INV) {
 			cqe.wc_flags |= BZC_CQE_WITH_INV;
-			cqe.imm_data = wqe->imm_data;	/* the rkey */
+			cqe.imm_data = msg->imm_data;	/* the rkey */
 		}
 		if (bzc_type_ud(tqp->ibqp.qp_type))
 			cqe.wc_flags |= BZC_CQE_GRH;
@@ -304,7 +277,7 @@ static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
 	 */
 	bzc_count(to_bdev(tqp->ibqp.device), BZC_CNT_RCVD_MSGS, 1);
 	if (!bzc_cq_post(to_bcq(tqp->ibqp.recv_cq), &cqe,
-			 wqe->flags & BZC_WQE_SOLICITED))
+			 msg->flags & BZC_WQE_SOLICITED))
 		bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
 }
 
@@ -313,64 +286,71 @@ static void bzc_recv_complete(struct bzc_qp *tqp, struct bzc_qp *qp,
  * form (next header UDP, IPv4 addresses as v4-mapped GIDs), so that
  * ibv_init_ah_from_wc() and the kernel CM look the GID up as a RoCE v2 one.
  */
-static void bzc_build_grh(struct ib_grh *grh, struct bzc_qp *qp,
-			  const struct bzc_av *dst, u32 len)
+static void bzc_build_grh(struct ib_grh *grh, const struct bzc_msg *msg)
 {
-	const struct ib_gid_attr *sgid;
-
 	memset(grh, 0, sizeof(*grh));
 	grh->version_tclass_flow = cpu_to_be32(6 << 28);
-	grh->paylen = cpu_to_be16(len);
+	grh->paylen = cpu_to_be16(msg->local->total);
 	grh->next_hdr = IPPROTO_UDP;
 	grh->hop_limit = 64;
-	sgid = rdma_get_gid_attr(qp->ibqp.device, BZC_PORT, dst->sgid_index);
-	if (!IS_ERR(sgid)) {
-		grh->sgid = sgid->gid;
-		rdma_put_gid_attr(sgid);
-	}
-	grh->dgid = dst->dgid;
+	grh->sgid = msg->sgid;
+	grh->dgid = msg->av->dgid;
+}
+
+/*
+ * No receive WQE for a message that needs one: an RC responder NAKs, RNR
+ * (none posted) or remote operational error (a corrupt ring); UC and UD
+ * drop the message.
+ */
+static void bzc_resp_no_rqe(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			    int err, struct bzc_resp_result *res)
+{
+	if (msg->type != IB_QPT_RC)
+		return;
+	if (err == -EAGAIN)
+		res->syndrome = BZC_AETH_RNR_NAK |
+				(READ_ONCE(tqp->min_rnr_timer) &
+				 BZC_AETH_VALUE_MASK);
+	else
+		res->syndrome = BZC_AETH_NAK_REM_OP;
 }
 
 /* SEND, SEND_WITH_IMM: consume a receive at the peer and fill it. */
-static void bzc_exec_send(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
-			  struct bzc_sgl *src, struct bzc_peer *peer,
-			  bool may_sleep, struct bzc_result *res)
+static void bzc_exec_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			  const struct bzc_resp_scratch *scratch,
+			  bool may_sleep, struct bzc_resp_result *res)
 {
-	struct bzc_qp *tqp = peer->qp;
-	struct bzc_recv_wqe *rqe = qp->peer_rqe;
-	bool ud = bzc_type_ud(qp->ibqp.qp_type);
-	struct bzc_cursor dc, sc = { .sgl = src };
-	struct bzc_sgl *dst = qp->peer_sgl;
-	u64 need = src->total + (ud ? BZC_GRH_BYTES : 0);
+	struct bzc_dev *tdev = to_bdev(tqp->ibqp.device);
+	struct bzc_recv_wqe *rqe = scratch->rqe;
+	bool ud = bzc_type_ud(msg->type);
+	struct bzc_cursor dc, sc = { .sgl = msg->local };
+	struct bzc_sgl *dst = scratch->sgl;
+	u64 need = msg->local->total + (ud ? BZC_GRH_BYTES : 0);
 	int err;
 
 	err = bzc_rq_take(tqp, rqe);
 	if (err) {
-		/* Only RC waits for a receive; UC and UD drop. */
-		res->rnr = err == -EAGAIN && qp->ibqp.qp_type == IB_QPT_RC;
-		res->rnr_timer = READ_ONCE(tqp->min_rnr_timer);
-		if (err == -EIO && qp->ibqp.qp_type == IB_QPT_RC)
-			res->status = IB_WC_REM_OP_ERR;
+		bzc_resp_no_rqe(tqp, msg, err, res);
 		return;
 	}
 
 	/* An SRQ's receive buffers are in the SRQ's PD. */
-	if (!bzc_sgl_from_sges(dst, peer->bdev, tqp->ibqp.srq ?
+	if (!bzc_sgl_from_sges(dst, tdev, tqp->ibqp.srq ?
 			       tqp->ibqp.srq->pd : tqp->ibqp.pd,
 			       (const struct bzc_sge *)(rqe + 1), rqe->num_sge,
 			       IB_ACCESS_LOCAL_WRITE)) {
-		bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_LOC_PROT_ERR, 0);
+		bzc_recv_complete(tqp, msg, rqe, IB_WC_LOC_PROT_ERR, 0);
 		bzc_qp_error(tqp, 0);
 		if (!ud)
-			res->status = IB_WC_REM_OP_ERR;
+			res->syndrome = BZC_AETH_NAK_REM_OP;
 		return;
 	}
 	if (dst->total < need) {
 		bzc_sgl_put(dst);
-		bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_LOC_LEN_ERR, 0);
+		bzc_recv_complete(tqp, msg, rqe, IB_WC_LOC_LEN_ERR, 0);
 		bzc_qp_error(tqp, 0);
 		if (!ud)
-			res->status = IB_WC_REM_INV_REQ_ERR;
+			res->syndrome = BZC_AETH_NAK_INV_REQ;
 		return;
 	}
 
@@ -380,26 +360,25 @@ static void bzc_exec_send(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		struct bzc_sgl gsgl;
 		struct bzc_cursor gc = { .sgl = &gsgl };
 
-		bzc_build_grh(&grh, qp, &peer->av, src->total);
+		bzc_build_grh(&grh, msg);
 		bzc_sgl_kbuf(&gsgl, &grh, sizeof(grh));
 		bzc_copy(&dc, &gc, sizeof(grh), false);
 	}
-	bzc_copy(&dc, &sc, src->total, may_sleep);
+	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
 	bzc_sgl_put(dst);
 	/*
 	 * SEND_WITH_INV: the responder invalidates before it completes. A
 	 * key it may not invalidate is an invalid request (IBA 9.9.3,
 	 * class J): the receive and the send fail, the responder's QP too.
 	 */
-	if (wqe->opcode == IB_UVERBS_WR_SEND_WITH_INV &&
-	    bzc_key_invalidate(peer->bdev, le32_to_cpu(wqe->imm_data), tqp,
-			       true)) {
-		bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_REM_INV_REQ_ERR, 0);
+	if (msg->opcode == IB_UVERBS_WR_SEND_WITH_INV &&
+	    bzc_key_invalidate(tdev, le32_to_cpu(msg->imm_data), tqp, true)) {
+		bzc_recv_complete(tqp, msg, rqe, IB_WC_REM_INV_REQ_ERR, 0);
 		bzc_qp_error(tqp, 0);
-		res->status = IB_WC_REM_INV_REQ_ERR;
+		res->syndrome = BZC_AETH_NAK_INV_REQ;
 		return;
 	}
-	bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_SUCCESS, need);
+	bzc_recv_complete(tqp, msg, rqe, IB_WC_SUCCESS, need);
 }
 
 /*
@@ -408,23 +387,21 @@ static void bzc_exec_send(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
  * datagram (Q_Key check, dropped without a receive). Members are referenced
  * under the group lock and served outside it.
  */
-static void bzc_exec_mcast(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
-			   struct bzc_sgl *src, struct bzc_peer *peer,
-			   bool may_sleep, struct bzc_result *res)
+static void bzc_exec_mcast(struct bzc_qp *qp, const struct bzc_msg *msg,
+			   const struct bzc_resp_scratch *scratch,
+			   bool may_sleep, struct bzc_resp_result *res)
 {
 	struct bzc_qp *members[BZC_MAX_MCAST_QP_ATTACH];
-	u32 qkey = bzc_ud_qkey(qp, wqe);
 	int i, n;
 
 	/* Multicast datagrams carry DQPN 0xffffff; others are dropped. */
-	if ((le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff) != BZC_MCAST_QPN)
+	if (msg->dqpn != BZC_MCAST_QPN)
 		return;
-	peer->bdev = to_bdev(qp->ibqp.device);
-	n = bzc_mcast_members(peer->bdev, &peer->av.dgid, members);
+	n = bzc_mcast_members(to_bdev(qp->ibqp.device), &msg->av->dgid,
+			      members);
 	for (i = 0; i < n; i++) {
-		peer->qp = members[i];
-		if (bzc_responder_accepts(peer->qp, qp, NULL, qkey))
-			bzc_exec_send(qp, wqe, src, peer, may_sleep, res);
+		if (bzc_responder_accepts(members[i], msg))
+			bzc_exec_send(members[i], msg, scratch, may_sleep, res);
 		bzc_qp_put(members[i]);
 	}
 }
@@ -432,116 +409,107 @@ static void bzc_exec_mcast(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 /*
  * An RC responder's error of IBA class C: an R_Key or access violation
  * (IBV_WC_REM_ACCESS_ERR) or an invalid request (IBV_WC_REM_INV_REQ_ERR).
- * It NAKs, so the requester's WQE fails with `status`, and goes to ERR,
+ * It NAKs with `syndrome`, so the requester's WQE fails, and goes to ERR,
  * flushing its receives; with no completion of its own to say why, its
  * owner learns it from an affiliated event. A UC responder drops the
  * message (class D/E): its requester sees nothing.
  */
-static void bzc_responder_error(struct bzc_qp *qp, struct bzc_qp *tqp,
-				enum ib_wc_status status,
-				struct bzc_result *res)
+static void bzc_responder_error(struct bzc_qp *tqp, const struct bzc_msg *msg,
+				u8 syndrome, struct bzc_resp_result *res)
 {
-	bool access = status == IB_WC_REM_ACCESS_ERR;
+	bool access = syndrome == BZC_AETH_NAK_REM_ACCESS;
 
-	if (qp->ibqp.qp_type != IB_QPT_RC)
+	if (msg->type != IB_QPT_RC)
 		return;
-	res->status = status;
+	res->syndrome = syndrome;
 	ibdev_info_ratelimited(tqp->ibqp.device,
 			       "QP %u: %s from QP %u, to the error state\n",
 			       tqp->ibqp.qp_num,
 			       access ? "remote access violation" :
 					"invalid request",
-			       qp->ibqp.qp_num);
+			       msg->sqpn);
 	bzc_qp_error(tqp, access ? IB_EVENT_QP_ACCESS_ERR :
 				   IB_EVENT_QP_REQ_ERR);
 }
 
 /* RDMA WRITE (with immediate): into the peer's MR named by rkey. */
-static void bzc_exec_write(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
-			   struct bzc_sgl *src, struct bzc_peer *peer,
-			   bool may_sleep, struct bzc_result *res)
+static void bzc_exec_write(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			   const struct bzc_resp_scratch *scratch,
+			   bool may_sleep, struct bzc_resp_result *res)
 {
-	struct bzc_qp *tqp = peer->qp;
-	struct bzc_sgl *dst = qp->peer_sgl;
-	struct bzc_cursor dc = { .sgl = dst }, sc = { .sgl = src };
-	bool imm = wqe->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
-	struct bzc_recv_wqe *rqe = qp->peer_rqe;
-	bool rc = qp->ibqp.qp_type == IB_QPT_RC;
+	struct bzc_sgl *dst = scratch->sgl;
+	struct bzc_cursor dc = { .sgl = dst }, sc = { .sgl = msg->local };
+	bool imm = msg->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+	struct bzc_recv_wqe *rqe = scratch->rqe;
 	int err;
 
 	bzc_sgl_init(dst);
 	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_WRITE) ||
-	    !bzc_sgl_add(dst, peer->bdev, NULL, tqp,
-			 le32_to_cpu(wqe->rdma.rkey),
-			 le64_to_cpu(wqe->rdma.remote_addr), src->total,
+	    !bzc_sgl_add(dst, to_bdev(tqp->ibqp.device), NULL, tqp,
+			 msg->rkey, msg->remote_addr, msg->local->total,
 			 IB_ACCESS_REMOTE_WRITE)) {
-		bzc_responder_error(qp, tqp, IB_WC_REM_ACCESS_ERR, res);
+		bzc_responder_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
 		return;
 	}
 
 	if (imm) {
 		err = bzc_rq_take(tqp, rqe);
 		if (err) {
-			res->rnr = err == -EAGAIN && rc;
-			res->rnr_timer = READ_ONCE(tqp->min_rnr_timer);
-			if (err == -EIO && rc)
-				res->status = IB_WC_REM_OP_ERR;
+			bzc_resp_no_rqe(tqp, msg, err, res);
 			bzc_sgl_put(dst);
 			return;
 		}
 	}
-	bzc_copy(&dc, &sc, src->total, may_sleep);
+	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
 	bzc_sgl_put(dst);
 	if (imm)
-		bzc_recv_complete(tqp, qp, rqe, wqe, IB_WC_SUCCESS, src->total);
+		bzc_recv_complete(tqp, msg, rqe, IB_WC_SUCCESS,
+				  msg->local->total);
 }
 
 /* RDMA READ: from the peer's MR into the local SGEs. */
-static void bzc_exec_read(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
-			  struct bzc_sgl *local, struct bzc_peer *peer,
-			  bool may_sleep, struct bzc_result *res)
+static void bzc_exec_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			  const struct bzc_resp_scratch *scratch,
+			  bool may_sleep, struct bzc_resp_result *res)
 {
-	struct bzc_qp *tqp = peer->qp;
-	struct bzc_sgl *remote = qp->peer_sgl;
-	struct bzc_cursor dc = { .sgl = local }, sc = { .sgl = remote };
+	struct bzc_sgl *remote = scratch->sgl;
+	struct bzc_cursor dc = { .sgl = msg->local }, sc = { .sgl = remote };
 
 	bzc_sgl_init(remote);
 	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_READ) ||
-	    !bzc_sgl_add(remote, peer->bdev, NULL, tqp,
-			 le32_to_cpu(wqe->rdma.rkey),
-			 le64_to_cpu(wqe->rdma.remote_addr), local->total,
+	    !bzc_sgl_add(remote, to_bdev(tqp->ibqp.device), NULL, tqp,
+			 msg->rkey, msg->remote_addr, msg->local->total,
 			 IB_ACCESS_REMOTE_READ)) {
-		bzc_responder_error(qp, tqp, IB_WC_REM_ACCESS_ERR, res);
+		bzc_responder_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
 		return;
 	}
-	bzc_copy(&dc, &sc, local->total, may_sleep);
+	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
 	bzc_sgl_put(remote);
 }
 
-/* 64-bit atomics on the peer's memory, atomic against the CPUs too. */
-static void bzc_exec_atomic(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
-			    struct bzc_sgl *local, struct bzc_peer *peer,
-			    struct bzc_result *res)
+/*
+ * 64-bit atomics on the peer's memory, atomic against the CPUs too. The
+ * original value goes back in the answer.
+ */
+static void bzc_exec_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			    const struct bzc_resp_scratch *scratch,
+			    struct bzc_resp_result *res)
 {
-	u64 raddr = le64_to_cpu(wqe->atomic.remote_addr);
-	struct bzc_qp *tqp = peer->qp;
-	struct bzc_sgl *remote = qp->peer_sgl;
-	struct bzc_sgl result;
-	struct bzc_cursor dc = { .sgl = local }, rc = { .sgl = &result };
-	u64 orig, byte;
+	u64 raddr = msg->remote_addr;
+	struct bzc_sgl *remote = scratch->sgl;
 	struct bzc_seg *seg;
-	u64 *p;
+	u64 *p, byte;
 
 	if (!IS_ALIGNED(raddr, sizeof(u64))) {
-		bzc_responder_error(qp, tqp, IB_WC_REM_INV_REQ_ERR, res);
+		bzc_responder_error(tqp, msg, BZC_AETH_NAK_INV_REQ, res);
 		return;
 	}
 	bzc_sgl_init(remote);
 	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_ATOMIC) ||
-	    !bzc_sgl_add(remote, peer->bdev, NULL, tqp,
-			 le32_to_cpu(wqe->atomic.rkey), raddr, sizeof(u64),
+	    !bzc_sgl_add(remote, to_bdev(tqp->ibqp.device), NULL, tqp,
+			 msg->rkey, raddr, sizeof(u64),
 			 IB_ACCESS_REMOTE_ATOMIC)) {
-		bzc_responder_error(qp, tqp, IB_WC_REM_ACCESS_ERR, res);
+		bzc_responder_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
 		return;
 	}
 
@@ -550,18 +518,121 @@ static void bzc_exec_atomic(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	byte = seg->mr->page_off + seg->off;
 	p = kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
 	    offset_in_page(byte);
-	if (wqe->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
-		orig = cmpxchg64(p, le64_to_cpu(wqe->atomic.compare_add),
-				 le64_to_cpu(wqe->atomic.swap));
+	if (msg->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
+		res->atomic_orig = cmpxchg64(p, msg->compare_add, msg->swap);
 	else
-		orig = atomic64_fetch_add(le64_to_cpu(wqe->atomic.compare_add),
-					  (atomic64_t *)p);
+		res->atomic_orig = atomic64_fetch_add(msg->compare_add,
+						      (atomic64_t *)p);
 	kunmap_local(p);
 	bzc_sgl_put(remote);
+}
 
-	bzc_sgl_kbuf(&result, &orig, sizeof(orig));
-	bzc_copy(&dc, &rc, sizeof(orig), false);
-	res->byte_len = sizeof(orig);
+/*
+ * A message arrives at `tqp`: the responder's checks (the source, then the
+ * keys and the receive WQE), then the operation, all before the answer in
+ * `res` (an ACK unless it says otherwise). Returns false when `tqp` does
+ * not take the message at all: dropped, nothing changed, no answer.
+ */
+static bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			     const struct bzc_resp_scratch *scratch,
+			     bool may_sleep, struct bzc_resp_result *res)
+{
+	if (!bzc_responder_accepts(tqp, msg))
+		return false;
+	switch (msg->opcode) {
+	case IB_UVERBS_WR_SEND:
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+	case IB_UVERBS_WR_SEND_WITH_INV:
+		bzc_exec_send(tqp, msg, scratch, may_sleep, res);
+		break;
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		bzc_exec_write(tqp, msg, scratch, may_sleep, res);
+		break;
+	case IB_UVERBS_WR_RDMA_READ:
+		bzc_exec_read(tqp, msg, scratch, may_sleep, res);
+		break;
+	default:
+		bzc_exec_atomic(tqp, msg, scratch, res);
+		break;
+	}
+	return true;
+}
+
+/*
+ * Carry `msg` to its destination in this kernel, whose responder runs
+ * right here, in the requester's scratch. Returns false when nothing
+ * took it.
+ */
+static bool bzc_local_send(struct bzc_qp *qp, const struct bzc_msg *msg,
+			   bool may_sleep, struct bzc_resp_result *res)
+{
+	struct bzc_resp_scratch scratch = {
+		.sgl = qp->peer_sgl,
+		.rqe = qp->peer_rqe,
+	};
+	struct bzc_peer peer;
+	bool taken;
+
+	if (bzc_type_ud(msg->type) &&
+	    rdma_is_multicast_addr((struct in6_addr *)msg->av->dgid.raw)) {
+		bzc_exec_mcast(qp, msg, &scratch, may_sleep, res);
+		return true;
+	}
+	if (!bzc_peer_get(qp, msg, &peer))
+		return false;
+	taken = bzc_resp_execute(peer.qp, msg, &scratch, may_sleep, res);
+	bzc_peer_put(&peer);
+	return taken;
+}
+
+/* The requester's status for a NAK (IBA 9.9.3 on the requester's side). */
+static enum ib_wc_status bzc_nak_status(u8 syndrome)
+{
+	switch (syndrome) {
+	case BZC_AETH_NAK_INV_REQ:
+		return IB_WC_REM_INV_REQ_ERR;
+	case BZC_AETH_NAK_REM_ACCESS:
+		return IB_WC_REM_ACCESS_ERR;
+	default:
+		return IB_WC_REM_OP_ERR;
+	}
+}
+
+/*
+ * What the responder's answer (NULL: none came) means for the WQE that
+ * sent `msg`: an RC message without one has run out of retries; a NAK
+ * fails the WQE, an RNR NAK has it retried; an atomic's ACK brings the
+ * original value into the local SGEs. UC and UD expect no answer.
+ */
+static void bzc_comp_answer(const struct bzc_msg *msg,
+			    const struct bzc_resp_result *rr,
+			    struct bzc_result *res)
+{
+	struct bzc_sgl orig;
+	struct bzc_cursor dc = { .sgl = msg->local }, oc = { .sgl = &orig };
+
+	if (!rr) {
+		/* Nobody answers: RC retries in vain, UC and UD drop. */
+		if (msg->type == IB_QPT_RC)
+			res->status = IB_WC_RETRY_EXC_ERR;
+		return;
+	}
+	switch (rr->syndrome & BZC_AETH_TYPE_MASK) {
+	case BZC_AETH_RNR_NAK:
+		res->rnr = true;
+		res->rnr_timer = rr->syndrome & BZC_AETH_VALUE_MASK;
+		return;
+	case BZC_AETH_NAK:
+		res->status = bzc_nak_status(rr->syndrome);
+		return;
+	}
+	if (msg->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+	    msg->opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD) {
+		bzc_sgl_kbuf(&orig, &rr->atomic_orig, sizeof(rr->atomic_orig));
+		bzc_copy(&dc, &oc, sizeof(rr->atomic_orig), false);
+		res->byte_len = sizeof(rr->atomic_orig);
+	}
 }
 
 static bool bzc_opcode_valid(enum ib_qp_type type, u8 opcode)
@@ -637,6 +708,59 @@ static bool bzc_wqe_valid(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 	return wqe->num_sge <= qp->max_send_sge;
 }
 
+/*
+ * The message a checked WQE sends from `local`, to `av`: for UD the AH's
+ * address, already there; for RC and UC the QP's, copied here. Returns
+ * false when an RC or UC QP has no GID to send from: nothing goes out.
+ */
+static bool bzc_msg_build(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			  struct bzc_sgl *local, struct bzc_av *av,
+			  struct bzc_msg *msg)
+{
+	msg->opcode = wqe->opcode;
+	msg->flags = wqe->flags;
+	msg->type = qp->ibqp.qp_type;
+	msg->sqpn = qp->ibqp.qp_num;
+	msg->av = av;
+	msg->local = local;
+	msg->imm_data = wqe->imm_data;
+	msg->qkey = 0;
+	msg->remote_addr = 0;
+	msg->rkey = 0;
+	msg->compare_add = 0;
+	msg->swap = 0;
+
+	if (bzc_type_ud(msg->type)) {
+		msg->dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
+		msg->qkey = bzc_ud_qkey(qp, wqe);
+		/* A datagram goes out anyway, its GRH naming no source. */
+		if (!bzc_sender_gid(qp, av->sgid_index, &msg->sgid))
+			memset(&msg->sgid, 0, sizeof(msg->sgid));
+		return true;
+	}
+
+	switch (wqe->opcode) {
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+	case IB_UVERBS_WR_RDMA_READ:
+		msg->remote_addr = le64_to_cpu(wqe->rdma.remote_addr);
+		msg->rkey = le32_to_cpu(wqe->rdma.rkey);
+		break;
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		msg->remote_addr = le64_to_cpu(wqe->atomic.remote_addr);
+		msg->rkey = le32_to_cpu(wqe->atomic.rkey);
+		msg->compare_add = le64_to_cpu(wqe->atomic.compare_add);
+		msg->swap = le64_to_cpu(wqe->atomic.swap);
+		break;
+	}
+	spin_lock(&qp->lock);
+	*av = qp->av;
+	msg->dqpn = qp->dest_qpn;
+	spin_unlock(&qp->lock);
+	return bzc_sender_gid(qp, av->sgid_index, &msg->sgid);
+}
+
 static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			 bool may_sleep, struct bzc_result *res)
 {
@@ -645,7 +769,10 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	bool reads_in = wqe->opcode == IB_UVERBS_WR_RDMA_READ ||
 			wqe->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
 			wqe->opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
-	struct bzc_peer peer;
+	struct bzc_resp_result rr = { .syndrome = BZC_AETH_ACK };
+	struct bzc_msg msg;
+	struct bzc_av av;
+	bool answered;
 
 	res->status = IB_WC_SUCCESS;
 	res->rnr = false;
@@ -687,8 +814,7 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 
 	/* An AH that is not this PD's is the sender's error, not a drop. */
 	if (bzc_type_ud(qp->ibqp.qp_type) &&
-	    !bzc_ah_get_av(bdev, le32_to_cpu(wqe->ud.ah), qp->ibqp.pd,
-			   &peer.av)) {
+	    !bzc_ah_get_av(bdev, le32_to_cpu(wqe->ud.ah), qp->ibqp.pd, &av)) {
 		res->status = IB_WC_LOC_QP_OP_ERR;
 		goto out;
 	}
@@ -699,36 +825,10 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	if (bzc_type_ud(qp->ibqp.qp_type) &&
 	    local->total > ib_mtu_enum_to_int(iboe_get_mtu(READ_ONCE(bdev->ndev->mtu))))
 		goto out;
-	if (bzc_type_ud(qp->ibqp.qp_type) &&
-	    rdma_is_multicast_addr((struct in6_addr *)peer.av.dgid.raw)) {
-		bzc_exec_mcast(qp, wqe, local, &peer, may_sleep, res);
-		goto out;
-	}
-	if (!bzc_peer_get(qp, wqe, &peer)) {
-		/* Nobody answers: RC retries in vain, UC and UD drop. */
-		if (qp->ibqp.qp_type == IB_QPT_RC)
-			res->status = IB_WC_RETRY_EXC_ERR;
-		goto out;
-	}
 
-	switch (wqe->opcode) {
-	case IB_UVERBS_WR_SEND:
-	case IB_UVERBS_WR_SEND_WITH_IMM:
-	case IB_UVERBS_WR_SEND_WITH_INV:
-		bzc_exec_send(qp, wqe, local, &peer, may_sleep, res);
-		break;
-	case IB_UVERBS_WR_RDMA_WRITE:
-	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
-		bzc_exec_write(qp, wqe, local, &peer, may_sleep, res);
-		break;
-	case IB_UVERBS_WR_RDMA_READ:
-		bzc_exec_read(qp, wqe, local, &peer, may_sleep, res);
-		break;
-	default:
-		bzc_exec_atomic(qp, wqe, local, &peer, res);
-		break;
-	}
-	bzc_peer_put(&peer);
+	answered = bzc_msg_build(qp, wqe, local, &av, &msg) &&
+		   bzc_local_send(qp, &msg, may_sleep, &rr);
+	bzc_comp_answer(&msg, answered ? &rr : NULL, res);
 out:
 	bzc_sgl_put(local);
 }

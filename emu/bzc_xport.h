@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
+/*
+ * bzc: the pieces of the data path and what passes between them
+ * (docs/transport.md). The requester builds a message from a checked WQE,
+ * a transport carries it to the responder, and the completer turns the
+ * responder's answer into the WQE's completion.
+ */
+#ifndef BZC_XPORT_H
+#define BZC_XPORT_H
+
+#include "bzc_sgl.h"
+
+/*
+ * One message, built by the requester from a WQE it has copied out of the
+ * ring and checked, over an SGL whose lkeys it has resolved: nothing here
+ * points into a ring. Everything the responder learns of the sender is in
+ * it, as it would be in a packet's headers.
+ */
+struct bzc_msg {
+	u8 opcode;			/* IB_UVERBS_WR_* of the WQE */
+	u8 flags;			/* BZC_WQE_SOLICITED */
+	enum ib_qp_type type;		/* the requester's QP type */
+	u32 sqpn;			/* the requester's QPN */
+	union ib_gid sgid;		/* and the GID it sends from */
+	u32 dqpn;			/* the destination QPN */
+	u32 qkey;			/* UD: the Q_Key */
+	const struct bzc_av *av;	/* the destination: QP's or AH's */
+	struct bzc_sgl *local;		/* the payload, or the READ sink */
+	u64 remote_addr;		/* WRITE, READ, atomics */
+	u32 rkey;
+	__le32 imm_data;		/* immediate, or the rkey to invalidate */
+	u64 compare_add;		/* atomics */
+	u64 swap;
+};
+
+/*
+ * The responder's answer as an AETH syndrome (IBA 9.3.5): an ACK, an RNR
+ * NAK with the responder's RNR timer, or a NAK with its code.
+ */
+#define BZC_AETH_TYPE_MASK	0x60
+#define BZC_AETH_VALUE_MASK	0x1f
+#define BZC_AETH_ACK		0x00
+#define BZC_AETH_RNR_NAK	0x20	/* | min_rnr_timer */
+#define BZC_AETH_NAK		0x60	/* | one of the codes below */
+#define BZC_AETH_NAK_INV_REQ	(BZC_AETH_NAK | 1)
+#define BZC_AETH_NAK_REM_ACCESS	(BZC_AETH_NAK | 2)
+#define BZC_AETH_NAK_REM_OP	(BZC_AETH_NAK | 3)
+
+struct bzc_resp_result {
+	u8 syndrome;			/* BZC_AETH_* */
+	u64 atomic_orig;		/* atomics: the value before */
+};
+
+/*
+ * The responder's working memory, owned by the context it runs in (the
+ * local transport: the requester's QP, under its sq_mutex).
+ */
+struct bzc_resp_scratch {
+	struct bzc_sgl *sgl;		/* the target MR or receive buffers */
+	struct bzc_recv_wqe *rqe;	/* a receive WQE, BZC_MAX_SGE SGEs */
+};
+
+#endif /* BZC_XPORT_H */
