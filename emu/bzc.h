@@ -591,9 +591,11 @@ void *bzc_kva_map(u64 addr, u64 max, size_t *len);
 extern struct workqueue_struct *bzc_wq;
 void bzc_sq_kick(struct bzc_qp *qp);
 void bzc_sq_work(struct work_struct *work);
-int bzc_recv_ring_take(struct bzc_ring *ring, u32 *cons, u32 wqe_size,
-		       u32 max_sge, struct bzc_recv_wqe *rqe);
 int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp);
 void bzc_qp_free_scratch(struct bzc_qp *qp);
+
+/* bzc_resp.c: the responder (the rest of the data path: bzc_xport.h) */
+int bzc_recv_ring_take(struct bzc_ring *ring, u32 *cons, u32 wqe_size,
+		       u32 max_sge, struct bzc_recv_wqe *rqe);
 
 #endif /* BZC_H */

@@ -60,4 +60,9 @@ struct bzc_resp_scratch {
 	struct bzc_recv_wqe *rqe;	/* a receive WQE, BZC_MAX_SGE SGEs */
 };
 
+/* bzc_resp.c: the responder */
+bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
+		      const struct bzc_resp_scratch *scratch, bool may_sleep,
+		      struct bzc_resp_result *res);
+
 #endif /* BZC_XPORT_H */

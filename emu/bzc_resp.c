@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: the responder (docs/transport.md). A message arrives at a QP: the
+ * checks of its source, keys, bounds, rights and receive WQE, each once
+ * and before any side effect, then the placement of the data, the
+ * receive CQE and the answer (struct bzc_resp_result). The transport
+ * decides where this runs: the local one in the requester's context.
+ */
+#include <linux/highmem.h>
+#include <rdma/ib_addr.h>
+
+#include "bzc_xport.h"
+
+#define BZC_GRH_BYTES		40
+
+static bool bzc_qp_receives(enum ib_qp_state state)
+{
+	return state == IB_QPS_RTR || state == IB_QPS_RTS ||
+	       state == IB_QPS_SQD || state == IB_QPS_SQE;
+}
+
+/*
+ * The responder's checks of a message's source, in one place (a wire
+ * transport runs the same on each packet): does `tqp` take `msg`? It must
+ * be of the sender's type and receiving, and
+ * - UD: the Q_Key matches;
+ * - RC, UC: it is connected to the sender: its dest_qp_num is the
+ *   sender's QPN and its address vector's DGID the sender's GID, as a NIC
+ *   drops a packet whose source is not its connection's. The sender's
+ *   device is in the responder's namespace (bzc_dev_by_gid()).
+ * A refused message is dropped silently: an RC requester retries in vain.
+ */
+static bool bzc_responder_accepts(struct bzc_qp *tqp,
+				  const struct bzc_msg *msg)
+{
+	enum ib_qp_type type = msg->type;
+	bool ok, peer = true;
+
+	spin_lock(&tqp->lock);
+	ok = tqp->ibqp.qp_type == type && bzc_qp_receives(tqp->state);
+	if (ok && bzc_type_ud(type)) {
+		ok = tqp->qkey == msg->qkey;
+	} else if (ok) {
+		peer = tqp->dest_qpn == msg->sqpn &&
+		       !memcmp(&tqp->av.dgid, &msg->sgid, sizeof(msg->sgid));
+		ok = peer;
+	}
+	spin_unlock(&tqp->lock);
+	if (!peer)
+		ibdev_info_ratelimited(tqp->ibqp.device,
+				       "QP %u: dropped a message from QP %u at %pI6c: not its peer\n",
+				       tqp->ibqp.qp_num, msg->sqpn,
+				       msg->sgid.raw);
+	return ok;
+}
+
+/**
+ * bzc_recv_ring_take() - take the next receive WQE of an RQ or SRQ ring
+ * @ring: the ring
+ * @cons: the kernel's consumer index, advanced
+ * @wqe_size: the size of a slot
+ * @max_sge: the SGEs a slot holds
+ * @rqe: where the WQE goes, room for BZC_MAX_SGE SGEs
+ *
+ * The WQE is copied out and its slot handed back to the producer. The
+ * caller holds the queue's lock.
+ *
+ * Return: the number of WQEs still posted after this one, -EAGAIN when
+ * none is posted, or -EIO when the ring is corrupt: a producer index
+ * further ahead than the ring holds, or more SGEs than a slot has
+ * (nothing is consumed then).
+ */
+int bzc_recv_ring_take(struct bzc_ring *ring, u32 *cons, u32 wqe_size,
+		       u32 max_sge, struct bzc_recv_wqe *rqe)
+{
+	struct bzc_wq_ring_hdr *hdr = ring->kaddr;
+	const struct bzc_recv_wqe *slot;
+	u32 prod;
+
+	/*
+	 * Acquire: pairs with the producer's release of prod after its WQEs
+	 * (the process's post, or bzc_kpost_recv()).
+	 */
+	prod = le32_to_cpu(smp_load_acquire(&hdr->prod));
+	if (prod == *cons)
+		return -EAGAIN;
+	slot = bzc_wq_slot(ring, *cons, wqe_size);
+	memcpy(rqe, slot, sizeof(*rqe));
+	if (prod - *cons > ring->entries || rqe->num_sge > max_sge)
+		return -EIO;
+	memcpy(rqe + 1, slot + 1, rqe->num_sge * sizeof(struct bzc_sge));
+	(*cons)++;
+	/*
+	 * Release: the WQE is copied out before the producer, whose acquire
+	 * of cons pairs with this, may reuse its slot.
+	 */
+	smp_store_release(&hdr->cons, cpu_to_le32(*cons));
+	return prod - *cons;
+}
+
+/*
+ * Take the peer's next receive WQE into `rqe` (the sender's scratch), from
+ * its RQ or its SRQ. -EAGAIN: none posted (RNR); -EIO: the peer's ring is
+ * corrupt (the peer QP has been put in error).
+ */
+static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
+{
+	unsigned long flags;
+	int ret;
+
+	if (tqp->ibqp.srq) {
+		if (!bzc_qp_receives(READ_ONCE(tqp->state)))
+			return -EAGAIN;
+		ret = bzc_srq_take(to_bsrq(tqp->ibqp.srq), rqe);
+		if (ret == -EIO)
+			bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
+		return ret;
+	}
+
+	spin_lock_irqsave(&tqp->rq_lock, flags);
+	if (bzc_qp_receives(READ_ONCE(tqp->state)))
+		ret = bzc_recv_ring_take(&tqp->rq, &tqp->rq_cons,
+					 tqp->rq_wqe_size, tqp->max_recv_sge,
+					 rqe);
+	else
+		ret = -EAGAIN;
+	spin_unlock_irqrestore(&tqp->rq_lock, flags);
+	if (ret == -EIO) {
+		ibdev_info_ratelimited(tqp->ibqp.device,
+				       "QP %u: corrupt receive queue ring\n",
+				       tqp->ibqp.qp_num);
+		bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
+	}
+	return ret < 0 ? ret : 0;
+}
+
+static void bzc_recv_complete(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			      const struct bzc_recv_wqe *rqe,
+			      enum ib_wc_status status, u64 byte_len)
+{
+	struct bzc_cqe cqe = {
+		.wr_id = rqe->wr_id,
+		.status = status,
+		.opcode = msg->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM ?
+			  IB_WC_RECV_RDMA_WITH_IMM : IB_WC_RECV,
+		.byte_len = cpu_to_le32(byte_len),
+		.qp_num = cpu_to_le32(tqp->ibqp.qp_num),
+		.src_qp = cpu_to_le32(msg->sqpn),
+	};
+
+	if (status == IB_WC_SUCCESS) {
+		if (msg->opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
+		    msg->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM) {
+			cqe.wc_flags |= BZC_CQE_WITH_IMM;
+			cqe.imm_data = msg->imm_data;
+		}
+		if (msg->opcode == IB_UVERBS_WR_SEND_WITH_INV) {
+			cqe.wc_flags |= BZC_CQE_WITH_INV;
+			cqe.imm_data = msg->imm_data;	/* the rkey */
+		}
+		if (bzc_type_ud(tqp->ibqp.qp_type))
+			cqe.wc_flags |= BZC_CQE_GRH;
+	}
+	/*
+	 * A full CQ drops the CQE and goes to error (IBV_EVENT_CQ_ERR); the
+	 * QP can no longer report its work, which is IBA's local work queue
+	 * catastrophic error.
+	 */
+	bzc_count(to_bdev(tqp->ibqp.device), BZC_CNT_RCVD_MSGS, 1);
+	if (!bzc_cq_post(to_bcq(tqp->ibqp.recv_cq), &cqe,
+			 msg->flags & BZC_WQE_SOLICITED))
+		bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
+}
+
+/*
+ * The GRH a UD receiver finds in its first 40 bytes: RoCE v2 in its IPv6
+ * form (next header UDP, IPv4 addresses as v4-mapped GIDs), so that
+ * ibv_init_ah_from_wc() and the kernel CM look the GID up as a RoCE v2 one.
+ */
+static void bzc_build_grh(struct ib_grh *grh, const struct bzc_msg *msg)
+{
+	memset(grh, 0, sizeof(*grh));
+	grh->version_tclass_flow = cpu_to_be32(6 << 28);
+	grh->paylen = cpu_to_be16(msg->local->total);
+	grh->next_hdr = IPPROTO_UDP;
+	grh->hop_limit = 64;
+	grh->sgid = msg->sgid;
+	grh->dgid = msg->av->dgid;
+}
+
+/*
+ * No receive WQE for a message that needs one: an RC responder NAKs, RNR
+ * (none posted) or remote operational error (a corrupt ring); UC and UD
+ * drop the message.
+ */
+static void bzc_resp_no_rqe(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			    int err, struct bzc_resp_result *res)
+{
+	if (msg->type != IB_QPT_RC)
+		return;
+	if (err == -EAGAIN)
+		res->syndrome = BZC_AETH_RNR_NAK |
+				(READ_ONCE(tqp->min_rnr_timer) &
+				 BZC_AETH_VALUE_MASK);
+	else
+		res->syndrome = BZC_AETH_NAK_REM_OP;
+}
+
+/* SEND, SEND_WITH_IMM: consume a receive at the peer and fill it. */
+static void bzc_exec_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			  const struct bzc_resp_scratch *scratch,
+			  bool may_sleep, struct bzc_resp_result *res)
+{
+	struct bzc_dev *tdev = to_bdev(tqp->ibqp.device);
+	struct bzc_recv_wqe *rqe = scratch->rqe;
+	bool ud = bzc_type_ud(msg->type);
+	struct bzc_cursor dc, sc = { .sgl = msg->local };
+	struct bzc_sgl *dst = scratch->sgl;
+	u64 need = msg->local->total + (ud ? BZC_GRH_BYTES : 0);
+	int err;
+
+	err = bzc_rq_take(tqp, rqe);
+	if (err) {
+		bzc_resp_no_rqe(tqp, msg, err, res);
+		return;
+	}
+
+	/* An SRQ's receive buffers are in the SRQ's PD. */
+	if (!bzc_sgl_from_sges(dst, tdev, tqp->ibqp.srq ?
+			       tqp->ibqp.srq->pd : tqp->ibqp.pd,
+			       (const struct bzc_sge *)(rqe + 1), rqe->num_sge,
+			       IB_ACCESS_LOCAL_WRITE)) {
+		bzc_recv_complete(tqp, msg, rqe, IB_WC_LOC_PROT_ERR, 0);
+		bzc_qp_error(tqp, 0);
+		if (!ud)
+			res->syndrome = BZC_AETH_NAK_REM_OP;
+		return;
+	}
+	if (dst->total < need) {
+		bzc_sgl_put(dst);
+		bzc_recv_complete(tqp, msg, rqe, IB_WC_LOC_LEN_ERR, 0);
+		bzc_qp_error(tqp, 0);
+		if (!ud)
+			res->syndrome = BZC_AETH_NAK_INV_REQ;
+		return;
+	}
+
+	dc.sgl = dst;
+	if (ud) {
+		struct ib_grh grh;
+		struct bzc_sgl gsgl;
+		struct bzc_cursor gc = { .sgl = &gsgl };
+
+		bzc_build_grh(&grh, msg);
+		bzc_sgl_kbuf(&gsgl, &grh, sizeof(grh));
+		bzc_copy(&dc, &gc, sizeof(grh), false);
+	}
+	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
+	bzc_sgl_put(dst);
+	/*
+	 * SEND_WITH_INV: the responder invalidates before it completes. A
+	 * key it may not invalidate is an invalid request (IBA 9.9.3,
+	 * class J): the receive and the send fail, the responder's QP too.
+	 */
+	if (msg->opcode == IB_UVERBS_WR_SEND_WITH_INV &&
+	    bzc_key_invalidate(tdev, le32_to_cpu(msg->imm_data), tqp, true)) {
+		bzc_recv_complete(tqp, msg, rqe, IB_WC_REM_INV_REQ_ERR, 0);
+		bzc_qp_error(tqp, 0);
+		res->syndrome = BZC_AETH_NAK_INV_REQ;
+		return;
+	}
+	bzc_recv_complete(tqp, msg, rqe, IB_WC_SUCCESS, need);
+}
+
+/*
+ * An RC responder's error of IBA class C: an R_Key or access violation
+ * (IBV_WC_REM_ACCESS_ERR) or an invalid request (IBV_WC_REM_INV_REQ_ERR).
+ * It NAKs with `syndrome`, so the requester's WQE fails, and goes to ERR,
+ * flushing its receives; with no completion of its own to say why, its
+ * owner learns it from an affiliated event. A UC responder drops the
+ * message (class D/E): its requester sees nothing.
+ */
+static void bzc_responder_error(struct bzc_qp *tqp, const struct bzc_msg *msg,
+				u8 syndrome, struct bzc_resp_result *res)
+{
+	bool access = syndrome == BZC_AETH_NAK_REM_ACCESS;
+
+	if (msg->type != IB_QPT_RC)
+		return;
+	res->syndrome = syndrome;
+	ibdev_info_ratelimited(tqp->ibqp.device,
+			       "QP %u: %s from QP %u, to the error state\n",
+			       tqp->ibqp.qp_num,
+			       access ? "remote access violation" :
+					"invalid request",
+			       msg->sqpn);
+	bzc_qp_error(tqp, access ? IB_EVENT_QP_ACCESS_ERR :
+				   IB_EVENT_QP_REQ_ERR);
+}
+
+/* RDMA WRITE (with immediate): into the peer's MR named by rkey. */
+static void bzc_exec_write(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			   const struct bzc_resp_scratch *scratch,
+			   bool may_sleep, struct bzc_resp_result *res)
+{
+	struct bzc_sgl *dst = scratch->sgl;
+	struct bzc_cursor dc = { .sgl = dst }, sc = { .sgl = msg->local };
+	bool imm = msg->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+	struct bzc_recv_wqe *rqe = scratch->rqe;
+	int err;
+
+	bzc_sgl_init(dst);
+	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_WRITE) ||
+	    !bzc_sgl_add(dst, to_bdev(tqp->ibqp.device), NULL, tqp,
+			 msg->rkey, msg->remote_addr, msg->local->total,
+			 IB_ACCESS_REMOTE_WRITE)) {
+		bzc_responder_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
+		return;
+	}
+
+	if (imm) {
+		err = bzc_rq_take(tqp, rqe);
+		if (err) {
+			bzc_resp_no_rqe(tqp, msg, err, res);
+			bzc_sgl_put(dst);
+			return;
+		}
+	}
+	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
+	bzc_sgl_put(dst);
+	if (imm)
+		bzc_recv_complete(tqp, msg, rqe, IB_WC_SUCCESS,
+				  msg->local->total);
+}
+
+/* RDMA READ: from the peer's MR into the local SGEs. */
+static void bzc_exec_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			  const struct bzc_resp_scratch *scratch,
+			  bool may_sleep, struct bzc_resp_result *res)
+{
+	struct bzc_sgl *remote = scratch->sgl;
+	struct bzc_cursor dc = { .sgl = msg->local }, sc = { .sgl = remote };
+
+	bzc_sgl_init(remote);
+	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_READ) ||
+	    !bzc_sgl_add(remote, to_bdev(tqp->ibqp.device), NULL, tqp,
+			 msg->rkey, msg->remote_addr, msg->local->total,
+			 IB_ACCESS_REMOTE_READ)) {
+		bzc_responder_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
+		return;
+	}
+	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
+	bzc_sgl_put(remote);
+}
+
+/*
+ * 64-bit atomics on the peer's memory, atomic against the CPUs too. The
+ * original value goes back in the answer.
+ */
+static void bzc_exec_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			    const struct bzc_resp_scratch *scratch,
+			    struct bzc_resp_result *res)
+{
+	u64 raddr = msg->remote_addr;
+	struct bzc_sgl *remote = scratch->sgl;
+	struct bzc_seg *seg;
+	u64 *p, byte;
+
+	if (!IS_ALIGNED(raddr, sizeof(u64))) {
+		bzc_responder_error(tqp, msg, BZC_AETH_NAK_INV_REQ, res);
+		return;
+	}
+	bzc_sgl_init(remote);
+	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_ATOMIC) ||
+	    !bzc_sgl_add(remote, to_bdev(tqp->ibqp.device), NULL, tqp,
+			 msg->rkey, raddr, sizeof(u64),
+			 IB_ACCESS_REMOTE_ATOMIC)) {
+		bzc_responder_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
+		return;
+	}
+
+	/* Aligned 8 bytes never straddle a page. */
+	seg = &remote->seg[0];
+	byte = seg->mr->page_off + seg->off;
+	p = kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
+	    offset_in_page(byte);
+	if (msg->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
+		res->atomic_orig = cmpxchg64(p, msg->compare_add, msg->swap);
+	else
+		res->atomic_orig = atomic64_fetch_add(msg->compare_add,
+						      (atomic64_t *)p);
+	kunmap_local(p);
+	bzc_sgl_put(remote);
+}
+
+/**
+ * bzc_resp_execute() - a message arrives at a QP
+ * @tqp: the target QP, referenced by the caller
+ * @msg: the message
+ * @scratch: the responder's working memory, for this call only
+ * @may_sleep: the caller may sleep (long copies reschedule)
+ * @res: the answer, an ACK on entry; a NAK or RNR NAK if the responder
+ *	 says so, an atomic's original value
+ *
+ * The responder's checks (the source, then keys, bounds, rights and the
+ * receive WQE), then the operation and the receive CQE.
+ *
+ * Return: false when @tqp does not take the message at all (not its
+ * peer, not receiving, wrong Q_Key): dropped, nothing changed, no answer.
+ */
+bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
+		      const struct bzc_resp_scratch *scratch, bool may_sleep,
+		      struct bzc_resp_result *res)
+{
+	if (!bzc_responder_accepts(tqp, msg))
+		return false;
+	switch (msg->opcode) {
+	case IB_UVERBS_WR_SEND:
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+	case IB_UVERBS_WR_SEND_WITH_INV:
+		bzc_exec_send(tqp, msg, scratch, may_sleep, res);
+		break;
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		bzc_exec_write(tqp, msg, scratch, may_sleep, res);
+		break;
+	case IB_UVERBS_WR_RDMA_READ:
+		bzc_exec_read(tqp, msg, scratch, may_sleep, res);
+		break;
+	default:
+		bzc_exec_atomic(tqp, msg, scratch, res);
+		break;
+	}
+	return true;
+}
