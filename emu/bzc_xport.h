@@ -60,9 +60,24 @@ struct bzc_resp_scratch {
 	struct bzc_recv_wqe *rqe;	/* a receive WQE, BZC_MAX_SGE SGEs */
 };
 
+/* What running a WQE produced, for its completion. */
+struct bzc_result {
+	enum ib_wc_status status;	/* for the requester */
+	u64 byte_len;
+	bool rnr;			/* no receive posted: retry later */
+	u8 rnr_timer;			/* the responder's min_rnr_timer */
+};
+
 /* bzc_resp.c: the responder */
 bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		      const struct bzc_resp_scratch *scratch, bool may_sleep,
 		      struct bzc_resp_result *res);
+
+/* bzc_comp.c: the completer */
+void bzc_comp_answer(const struct bzc_msg *msg,
+		     const struct bzc_resp_result *rr, struct bzc_result *res);
+bool bzc_comp_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+		  struct bzc_result *res);
+void bzc_comp_flush(struct bzc_qp *qp, const struct bzc_send_wqe *wqe);
 
 #endif /* BZC_XPORT_H */

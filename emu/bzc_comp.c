@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: the completer (docs/transport.md). The responder's answer to a
+ * message becomes its WQE's status; the SQ's head WQE is then completed
+ * in order: counted, its slot handed back, its CQE written, RNR NAKs
+ * retried after the responder's timer, errors turned into ERR or SQE.
+ */
+#include "bzc_xport.h"
+
+/* The requester's status for a NAK (IBA 9.9.3 on the requester's side). */
+static enum ib_wc_status bzc_nak_status(u8 syndrome)
+{
+	switch (syndrome) {
+	case BZC_AETH_NAK_INV_REQ:
+		return IB_WC_REM_INV_REQ_ERR;
+	case BZC_AETH_NAK_REM_ACCESS:
+		return IB_WC_REM_ACCESS_ERR;
+	default:
+		return IB_WC_REM_OP_ERR;
+	}
+}
+
+/**
+ * bzc_comp_answer() - what the responder's answer means for a WQE
+ * @msg: the message the WQE sent
+ * @rr: the answer; NULL: none came
+ * @res: the WQE's result, updated
+ *
+ * An RC message without an answer has run out of retries; a NAK fails
+ * the WQE, an RNR NAK has it retried; an atomic's ACK brings the original
+ * value into the local SGEs. UC and UD expect no answer.
+ */
+void bzc_comp_answer(const struct bzc_msg *msg,
+		     const struct bzc_resp_result *rr, struct bzc_result *res)
+{
+	struct bzc_sgl orig;
+	struct bzc_cursor dc = { .sgl = msg->local }, oc = { .sgl = &orig };
+
+	if (!rr) {
+		/* Nobody answers: RC retries in vain, UC and UD drop. */
+		if (msg->type == IB_QPT_RC)
+			res->status = IB_WC_RETRY_EXC_ERR;
+		return;
+	}
+	switch (rr->syndrome & BZC_AETH_TYPE_MASK) {
+	case BZC_AETH_RNR_NAK:
+		res->rnr = true;
+		res->rnr_timer = rr->syndrome & BZC_AETH_VALUE_MASK;
+		return;
+	case BZC_AETH_NAK:
+		res->status = bzc_nak_status(rr->syndrome);
+		return;
+	}
+	if (msg->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+	    msg->opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD) {
+		bzc_sgl_kbuf(&orig, &rr->atomic_orig, sizeof(rr->atomic_orig));
+		bzc_copy(&dc, &oc, sizeof(rr->atomic_orig), false);
+		res->byte_len = sizeof(rr->atomic_orig);
+	}
+}
+
+static u8 bzc_wc_opcode(u8 wr_opcode)
+{
+	switch (wr_opcode) {
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		return IB_WC_RDMA_WRITE;
+	case IB_UVERBS_WR_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+		return IB_WC_COMP_SWAP;
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		return IB_WC_FETCH_ADD;
+	case IB_UVERBS_WR_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
+	case IB_UVERBS_WR_BIND_MW:
+		return IB_WC_BIND_MW;
+	default:
+		return IB_WC_SEND;
+	}
+}
+
+/* RNR NAK timer values of the IB spec, in microseconds, by min_rnr_timer. */
+static const u32 bzc_rnr_usecs[32] = {
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+/*
+ * The head WQE found no receive at an RC peer (an RNR NAK, in wire terms).
+ * Returns true if it is retried after the responder's RNR timer (the
+ * worker is scheduled), false once rnr_retry retries are used up.
+ */
+static bool bzc_rnr_wait(struct bzc_qp *qp, u8 rnr_timer)
+{
+	unsigned long delay;
+
+	bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_RNR_NAKS, 1);
+	if (!qp->rnr_waiting) {
+		qp->rnr_waiting = true;
+		qp->rnr_left = qp->rnr_retry;
+	}
+	if (qp->rnr_retry != 7) {	/* 7: retry forever */
+		if (!qp->rnr_left) {
+			qp->rnr_waiting = false;
+			return false;
+		}
+		qp->rnr_left--;
+	}
+	delay = usecs_to_jiffies(bzc_rnr_usecs[rnr_timer & 31]);
+	qp->rnr_until = jiffies + delay;
+	/* mod_: a doorbell may have queued the work already, undelayed. */
+	mod_delayed_work(bzc_wq, &qp->sq_work, delay);
+	return true;
+}
+
+static void bzc_sq_complete(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			    enum ib_wc_status status, u64 byte_len)
+{
+	struct bzc_cqe cqe = {
+		.wr_id = wqe->wr_id,
+		.status = status,
+		.opcode = bzc_wc_opcode(wqe->opcode),
+		.byte_len = cpu_to_le32(byte_len),
+		.qp_num = cpu_to_le32(qp->ibqp.qp_num),
+	};
+
+	/* As for a receive: a dropped CQE puts the QP in ERR. */
+	if (!bzc_cq_post(to_bcq(qp->ibqp.send_cq), &cqe, false))
+		bzc_qp_error(qp, IB_EVENT_QP_FATAL);
+}
+
+static void bzc_sq_advance(struct bzc_qp *qp)
+{
+	struct bzc_wq_ring_hdr *hdr = qp->sq.kaddr;
+
+	qp->sq_cons++;
+	/* The slot is free for the process once it sees cons. */
+	smp_store_release(&hdr->cons, cpu_to_le32(qp->sq_cons));
+}
+
+/* A send error: RC QPs go to ERR, UC and UD to SQE; later WQEs flush. */
+static void bzc_sq_error(struct bzc_qp *qp)
+{
+	if (qp->ibqp.qp_type == IB_QPT_RC) {
+		bzc_qp_error(qp, 0);
+		return;
+	}
+	spin_lock(&qp->lock);
+	if (qp->state == IB_QPS_RTS)
+		qp->state = IB_QPS_SQE;
+	spin_unlock(&qp->lock);
+}
+
+/**
+ * bzc_comp_wqe() - complete the SQ's head WQE once it has run
+ * @qp: the QP, its sq_mutex held
+ * @wqe: the WQE (a copy)
+ * @res: what running it produced; an RNR NAK whose retries are used up
+ *	 becomes IBV_WC_RNR_RETRY_EXC_ERR here
+ *
+ * Counts it, hands its slot back, writes its CQE if it has one (an error
+ * always does) and puts the QP in ERR (RC) or SQE (UC, UD) on an error.
+ *
+ * Return: false when the WQE waits for an RNR retry instead (the worker
+ * is scheduled): it stays at the head, and the SQ stops.
+ */
+bool bzc_comp_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+		  struct bzc_result *res)
+{
+	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
+
+	if (res->rnr) {
+		if (bzc_rnr_wait(qp, res->rnr_timer))
+			return false;
+		res->status = IB_WC_RNR_RETRY_EXC_ERR;
+	}
+	qp->rnr_waiting = false;
+	if (res->status == IB_WC_SUCCESS) {
+		bzc_count(bdev, BZC_CNT_SENT_WQES, 1);
+		bzc_count(bdev, BZC_CNT_SENT_BYTES, res->byte_len);
+	} else {
+		bzc_count(bdev, BZC_CNT_SEND_ERRORS, 1);
+	}
+	bzc_sq_advance(qp);
+	if (res->status != IB_WC_SUCCESS ||
+	    (wqe->flags & BZC_WQE_SIGNALED) || qp->sig_all)
+		bzc_sq_complete(qp, wqe, res->status, res->byte_len);
+	if (res->status != IB_WC_SUCCESS)
+		bzc_sq_error(qp);
+	return true;
+}
+
+/**
+ * bzc_comp_flush() - complete the SQ's head WQE as flushed (ERR, SQE)
+ * @qp: the QP, its sq_mutex held
+ * @wqe: the WQE (a copy)
+ */
+void bzc_comp_flush(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
+{
+	bzc_sq_complete(qp, wqe, IB_WC_WR_FLUSH_ERR, 0);
+	bzc_sq_advance(qp);
+}
