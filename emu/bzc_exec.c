@@ -40,45 +40,6 @@ struct workqueue_struct *bzc_wq;
 #define BZC_PEER_RQE_BYTES	(sizeof(struct bzc_recv_wqe) + \
 				 BZC_MAX_SGE * sizeof(struct bzc_sge))
 
-/*
- * The bzc device whose netdev owns the IP address in `gid` in the network
- * namespace of `from`'s netdev, referenced: a QP reaches only devices of
- * its own device's namespace, as its packets would.
- */
-static struct bzc_dev *bzc_dev_by_gid(struct bzc_dev *from,
-				      const union ib_gid *gid)
-{
-	const struct in6_addr *addr = (const struct in6_addr *)gid->raw;
-	struct net_device *ndev;
-	struct ib_device *ibdev;
-	struct net *net;
-
-	/* The namespace stays while RCU is held, even if the netdev moves. */
-	rcu_read_lock();
-	net = dev_net(from->ndev);
-	if (ipv6_addr_v4mapped(addr))
-		ndev = __ip_dev_find(net, addr->s6_addr32[3], false);
-	else
-		ndev = ipv6_dev_find(net, addr, NULL);
-	if (ndev)
-		dev_hold(ndev);
-	rcu_read_unlock();
-	if (!ndev)
-		return NULL;
-	ibdev = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
-	dev_put(ndev);
-	return ibdev ? to_bdev(ibdev) : NULL;
-}
-
-/*
- * The destination QP of a message, referenced (and its device: put both
- * with bzc_peer_put()).
- */
-struct bzc_peer {
-	struct bzc_dev *bdev;
-	struct bzc_qp *qp;
-};
-
 /* The Q_Key a UD WQE sends with: its own, or the QP's (high bit set). */
 static u32 bzc_ud_qkey(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 {
@@ -98,77 +59,6 @@ static bool bzc_sender_gid(struct bzc_qp *qp, u8 sgid_index, union ib_gid *gid)
 	*gid = attr->gid;
 	rdma_put_gid_attr(attr);
 	return true;
-}
-
-/* The QP in this kernel `msg` goes to: false if there is none. */
-static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_msg *msg,
-			 struct bzc_peer *peer)
-{
-	peer->bdev = bzc_dev_by_gid(to_bdev(qp->ibqp.device), &msg->av->dgid);
-	if (!peer->bdev)
-		return false;
-	peer->qp = bzc_qp_get(peer->bdev, msg->dqpn);
-	if (peer->qp)
-		return true;
-	ib_device_put(&peer->bdev->ibdev);
-	return false;
-}
-
-static void bzc_peer_put(struct bzc_peer *peer)
-{
-	bzc_qp_put(peer->qp);
-	ib_device_put(&peer->bdev->ibdev);
-}
-
-/*
- * A UD send to a multicast GID: one copy to every QP attached to the group
- * on this device, the sender's own QP included, each taking it as a unicast
- * datagram (Q_Key check, dropped without a receive). Members are referenced
- * under the group lock and served outside it.
- */
-static void bzc_exec_mcast(struct bzc_qp *qp, const struct bzc_msg *msg,
-			   const struct bzc_resp_scratch *scratch,
-			   bool may_sleep, struct bzc_resp_result *res)
-{
-	struct bzc_qp *members[BZC_MAX_MCAST_QP_ATTACH];
-	int i, n;
-
-	/* Multicast datagrams carry DQPN 0xffffff; others are dropped. */
-	if (msg->dqpn != BZC_MCAST_QPN)
-		return;
-	n = bzc_mcast_members(to_bdev(qp->ibqp.device), &msg->av->dgid,
-			      members);
-	for (i = 0; i < n; i++) {
-		bzc_resp_execute(members[i], msg, scratch, may_sleep, res);
-		bzc_qp_put(members[i]);
-	}
-}
-
-/*
- * Carry `msg` to its destination in this kernel, whose responder runs
- * right here, in the requester's scratch. Returns false when nothing
- * took it.
- */
-static bool bzc_local_send(struct bzc_qp *qp, const struct bzc_msg *msg,
-			   bool may_sleep, struct bzc_resp_result *res)
-{
-	struct bzc_resp_scratch scratch = {
-		.sgl = qp->peer_sgl,
-		.rqe = qp->peer_rqe,
-	};
-	struct bzc_peer peer;
-	bool taken;
-
-	if (bzc_type_ud(msg->type) &&
-	    rdma_is_multicast_addr((struct in6_addr *)msg->av->dgid.raw)) {
-		bzc_exec_mcast(qp, msg, &scratch, may_sleep, res);
-		return true;
-	}
-	if (!bzc_peer_get(qp, msg, &peer))
-		return false;
-	taken = bzc_resp_execute(peer.qp, msg, &scratch, may_sleep, res);
-	bzc_peer_put(&peer);
-	return taken;
 }
 
 static bool bzc_opcode_valid(enum ib_qp_type type, u8 opcode)
@@ -341,8 +231,9 @@ static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	    local->total > ib_mtu_enum_to_int(iboe_get_mtu(READ_ONCE(bdev->ndev->mtu))))
 		goto out;
 
+	/* The only transport yet; RoCE v2 comes with a choice at RTR. */
 	answered = bzc_msg_build(qp, wqe, local, &av, &msg) &&
-		   bzc_local_send(qp, &msg, may_sleep, &rr);
+		   bzc_xport_send(&bzc_local_xport, qp, &msg, may_sleep, &rr);
 	bzc_comp_answer(&msg, answered ? &rr : NULL, res);
 out:
 	bzc_sgl_put(local);

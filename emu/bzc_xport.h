@@ -68,6 +68,34 @@ struct bzc_result {
 	u8 rnr_timer;			/* the responder's min_rnr_timer */
 };
 
+/*
+ * A way to carry messages to their responders: the local transport
+ * (bzc_local.c) to a QP in this kernel; RoCE v2 on the netdev later.
+ */
+struct bzc_xport_ops {
+	/*
+	 * Carry `msg` from `qp` (its sq_mutex held) and put the responder's
+	 * answer in `res`, an ACK on entry. False: no answer came.
+	 */
+	bool (*send)(struct bzc_qp *qp, const struct bzc_msg *msg,
+		     bool may_sleep, struct bzc_resp_result *res);
+};
+
+/* bzc_local.c: the local transport */
+extern const struct bzc_xport_ops bzc_local_xport;
+bool bzc_local_send(struct bzc_qp *qp, const struct bzc_msg *msg,
+		    bool may_sleep, struct bzc_resp_result *res);
+
+/* The loopback fast path stays a direct call. */
+static inline bool bzc_xport_send(const struct bzc_xport_ops *xport,
+				  struct bzc_qp *qp, const struct bzc_msg *msg,
+				  bool may_sleep, struct bzc_resp_result *res)
+{
+	if (xport == &bzc_local_xport)
+		return bzc_local_send(qp, msg, may_sleep, res);
+	return xport->send(qp, msg, may_sleep, res);
+}
+
 /* bzc_resp.c: the responder */
 bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		      const struct bzc_resp_scratch *scratch, bool may_sleep,

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: the local transport (docs/transport.md). A message to a QP on a bzc
+ * device of this kernel, in the sending device's network namespace, needs
+ * no packet: the target is found by GID and QPN and its responder runs in
+ * the requester's context.
+ */
+#include <linux/inetdevice.h>
+#include <net/addrconf.h>
+#include <rdma/ib_addr.h>
+
+#include "bzc_xport.h"
+
+/*
+ * The bzc device whose netdev owns the IP address in `gid` in the network
+ * namespace of `from`'s netdev, referenced: a QP reaches only devices of
+ * its own device's namespace, as its packets would.
+ */
+static struct bzc_dev *bzc_dev_by_gid(struct bzc_dev *from,
+				      const union ib_gid *gid)
+{
+	const struct in6_addr *addr = (const struct in6_addr *)gid->raw;
+	struct net_device *ndev;
+	struct ib_device *ibdev;
+	struct net *net;
+
+	/* The namespace stays while RCU is held, even if the netdev moves. */
+	rcu_read_lock();
+	net = dev_net(from->ndev);
+	if (ipv6_addr_v4mapped(addr))
+		ndev = __ip_dev_find(net, addr->s6_addr32[3], false);
+	else
+		ndev = ipv6_dev_find(net, addr, NULL);
+	if (ndev)
+		dev_hold(ndev);
+	rcu_read_unlock();
+	if (!ndev)
+		return NULL;
+	ibdev = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
+	dev_put(ndev);
+	return ibdev ? to_bdev(ibdev) : NULL;
+}
+
+/*
+ * The destination QP of a message, referenced (and its device: put both
+ * with bzc_peer_put()).
+ */
+struct bzc_peer {
+	struct bzc_dev *bdev;
+	struct bzc_qp *qp;
+};
+
+/* The QP in this kernel `msg` goes to: false if there is none. */
+static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_msg *msg,
+			 struct bzc_peer *peer)
+{
+	peer->bdev = bzc_dev_by_gid(to_bdev(qp->ibqp.device), &msg->av->dgid);
+	if (!peer->bdev)
+		return false;
+	peer->qp = bzc_qp_get(peer->bdev, msg->dqpn);
+	if (peer->qp)
+		return true;
+	ib_device_put(&peer->bdev->ibdev);
+	return false;
+}
+
+static void bzc_peer_put(struct bzc_peer *peer)
+{
+	bzc_qp_put(peer->qp);
+	ib_device_put(&peer->bdev->ibdev);
+}
+
+/*
+ * A UD send to a multicast GID: one copy to every QP attached to the group
+ * on this device, the sender's own QP included, each taking it as a unicast
+ * datagram (Q_Key check, dropped without a receive). Members are referenced
+ * under the group lock and served outside it.
+ */
+static void bzc_local_mcast(struct bzc_qp *qp, const struct bzc_msg *msg,
+			    const struct bzc_resp_scratch *scratch,
+			    bool may_sleep, struct bzc_resp_result *res)
+{
+	struct bzc_qp *members[BZC_MAX_MCAST_QP_ATTACH];
+	int i, n;
+
+	/* Multicast datagrams carry DQPN 0xffffff; others are dropped. */
+	if (msg->dqpn != BZC_MCAST_QPN)
+		return;
+	n = bzc_mcast_members(to_bdev(qp->ibqp.device), &msg->av->dgid,
+			      members);
+	for (i = 0; i < n; i++) {
+		bzc_resp_execute(members[i], msg, scratch, may_sleep, res);
+		bzc_qp_put(members[i]);
+	}
+}
+
+/**
+ * bzc_local_send() - carry a message to its destination in this kernel
+ * @qp: the requester's QP, its sq_mutex held
+ * @msg: the message
+ * @may_sleep: the caller may sleep
+ * @res: the responder's answer, an ACK on entry
+ *
+ * The responder runs right here, in the requester's scratch; the data
+ * moves once, from the source pages to the destination pages.
+ *
+ * Return: false when nothing took the message.
+ */
+bool bzc_local_send(struct bzc_qp *qp, const struct bzc_msg *msg,
+		    bool may_sleep, struct bzc_resp_result *res)
+{
+	struct bzc_resp_scratch scratch = {
+		.sgl = qp->peer_sgl,
+		.rqe = qp->peer_rqe,
+	};
+	struct bzc_peer peer;
+	bool taken;
+
+	if (bzc_type_ud(msg->type) &&
+	    rdma_is_multicast_addr((struct in6_addr *)msg->av->dgid.raw)) {
+		bzc_local_mcast(qp, msg, &scratch, may_sleep, res);
+		return true;
+	}
+	if (!bzc_peer_get(qp, msg, &peer))
+		return false;
+	taken = bzc_resp_execute(peer.qp, msg, &scratch, may_sleep, res);
+	bzc_peer_put(&peer);
+	return taken;
+}
+
+const struct bzc_xport_ops bzc_local_xport = {
+	.send = bzc_local_send,
+};
