@@ -207,7 +207,7 @@ static void bzc_resp_no_rqe(struct bzc_qp *tqp, const struct bzc_msg *msg,
 }
 
 /* SEND, SEND_WITH_IMM: consume a receive at the peer and fill it. */
-static void bzc_exec_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
+static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			  const struct bzc_resp_scratch *scratch,
 			  bool may_sleep, struct bzc_resp_result *res)
 {
@@ -299,7 +299,7 @@ static void bzc_responder_error(struct bzc_qp *tqp, const struct bzc_msg *msg,
 }
 
 /* RDMA WRITE (with immediate): into the peer's MR named by rkey. */
-static void bzc_exec_write(struct bzc_qp *tqp, const struct bzc_msg *msg,
+static void bzc_resp_write(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			   const struct bzc_resp_scratch *scratch,
 			   bool may_sleep, struct bzc_resp_result *res)
 {
@@ -334,7 +334,7 @@ static void bzc_exec_write(struct bzc_qp *tqp, const struct bzc_msg *msg,
 }
 
 /* RDMA READ: from the peer's MR into the local SGEs. */
-static void bzc_exec_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
+static void bzc_resp_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			  const struct bzc_resp_scratch *scratch,
 			  bool may_sleep, struct bzc_resp_result *res)
 {
@@ -357,7 +357,7 @@ static void bzc_exec_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
  * 64-bit atomics on the peer's memory, atomic against the CPUs too. The
  * original value goes back in the answer.
  */
-static void bzc_exec_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg,
+static void bzc_resp_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			    const struct bzc_resp_scratch *scratch,
 			    struct bzc_resp_result *res)
 {
@@ -418,17 +418,17 @@ bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	case IB_UVERBS_WR_SEND:
 	case IB_UVERBS_WR_SEND_WITH_IMM:
 	case IB_UVERBS_WR_SEND_WITH_INV:
-		bzc_exec_send(tqp, msg, scratch, may_sleep, res);
+		bzc_resp_send(tqp, msg, scratch, may_sleep, res);
 		break;
 	case IB_UVERBS_WR_RDMA_WRITE:
 	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
-		bzc_exec_write(tqp, msg, scratch, may_sleep, res);
+		bzc_resp_write(tqp, msg, scratch, may_sleep, res);
 		break;
 	case IB_UVERBS_WR_RDMA_READ:
-		bzc_exec_read(tqp, msg, scratch, may_sleep, res);
+		bzc_resp_read(tqp, msg, scratch, may_sleep, res);
 		break;
 	default:
-		bzc_exec_atomic(tqp, msg, scratch, res);
+		bzc_resp_atomic(tqp, msg, scratch, res);
 		break;
 	}
 	return true;
