@@ -285,7 +285,10 @@ struct bzc_qp {
 	bool rnr_waiting;
 	unsigned long rnr_until;	/* jiffies */
 	void *sq_wqe;			/* private copy of the head WQE */
-	/* Executor scratch, used under sq_mutex only. */
+	/*
+	 * Scratch under sq_mutex only: the requester's SGL, and what the
+	 * local transport lends the responder it runs (bzc_local.c).
+	 */
 	struct bzc_sgl *local_sgl;
 	struct bzc_sgl *peer_sgl;
 	void *peer_rqe;
@@ -587,7 +590,7 @@ struct ib_mr *bzc_get_dma_mr(struct ib_pd *ibpd, int access);
 bool bzc_kva_range_ok(u64 addr, u64 len);
 void *bzc_kva_map(u64 addr, u64 max, size_t *len);
 
-/* bzc_exec.c: the data path */
+/* bzc_req.c: the requester (the rest of the data path: bzc_xport.h) */
 extern struct workqueue_struct *bzc_wq;
 void bzc_sq_kick(struct bzc_qp *qp);
 void bzc_sq_work(struct work_struct *work);

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
- * bzc: the data path.
+ * bzc: the requester (docs/transport.md), the SQ side of the data path.
  *
  * A QP's send WQEs are executed in order by whoever holds its sq_mutex: the
  * doorbell syscall itself for short WQEs (low latency, nothing sleeps), a
  * worker on bzc_wq for the rest (long copies may reschedule). Executing a
- * WQE means finding the destination QP in this kernel by GID and QPN and
- * moving the data once, from the source MR's pinned pages to the
- * destination's, as the transport's semantics say (RC: reliable with RNR
- * retries and error completions on both sides; UC and UD: what cannot be
- * delivered is dropped).
+ * WQE means checking it and its local keys, building the message it sends
+ * (struct bzc_msg) and handing that to the transport, whose responder
+ * answers; the completer (bzc_comp.c) completes the WQE from the answer,
+ * as the transport's semantics say (RC: reliable with RNR retries and
+ * error completions on both sides; UC and UD: what cannot be delivered
+ * is dropped).
  *
  * Everything read from a ring is copied into kernel memory first and
  * checked there; the process can change its ring at any time.
@@ -17,13 +18,9 @@
  * Ordering: WQEs complete in order, and each has finished, reads and
  * atomics included, before the next starts, so fences hold trivially.
  */
-#include <linux/highmem.h>
-#include <linux/inetdevice.h>
 #include <linux/sched.h>
-#include <net/addrconf.h>
 #include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
-#include <rdma/ib_umem.h>
 
 #include "bzc_xport.h"
 
@@ -123,7 +120,7 @@ static bool bzc_msg_build(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 			  struct bzc_msg *msg)
 {
 	msg->opcode = wqe->opcode;
-	msg->flags = wqe->flags;
+	msg->flags = wqe->flags & BZC_WQE_SOLICITED;
 	msg->type = qp->ibqp.qp_type;
 	msg->sqpn = qp->ibqp.qp_num;
 	msg->av = av;
@@ -166,8 +163,12 @@ static bool bzc_msg_build(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	return bzc_sender_gid(qp, av->sgid_index, &msg->sgid);
 }
 
-static void bzc_exec_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
-			 bool may_sleep, struct bzc_result *res)
+/*
+ * Run one WQE: its checks and local keys, then, for what goes to a peer,
+ * the message through the transport and the answer into `res`.
+ */
+static void bzc_req_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+			bool may_sleep, struct bzc_result *res)
 {
 	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
 	struct bzc_sgl *local = qp->local_sgl;
@@ -293,7 +294,7 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 		    bzc_wqe_bytes(wqe) > max_bytes)
 			return true;
 
-		bzc_exec_wqe(qp, wqe, may_sleep, &res);
+		bzc_req_wqe(qp, wqe, may_sleep, &res);
 		if (!bzc_comp_wqe(qp, wqe, &res))
 			return false;
 		if (max_bytes != U64_MAX)
@@ -336,11 +337,11 @@ void bzc_sq_work(struct work_struct *work)
 		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
 }
 
-/* Scratch space a QP's executor needs; allocated with the QP. */
+/* Scratch space a QP's data path needs; allocated with the QP. */
 int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp)
 {
-	qp->local_sgl = kzalloc(sizeof(struct bzc_sgl), gfp);
-	qp->peer_sgl = kzalloc(sizeof(struct bzc_sgl), gfp);
+	qp->local_sgl = kzalloc(sizeof(*qp->local_sgl), gfp);
+	qp->peer_sgl = kzalloc(sizeof(*qp->peer_sgl), gfp);
 	qp->peer_rqe = kzalloc(BZC_PEER_RQE_BYTES, gfp);
 	if (qp->local_sgl && qp->peer_sgl && qp->peer_rqe)
 		return 0;

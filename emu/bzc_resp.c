@@ -7,7 +7,6 @@
  * decides where this runs: the local one in the requester's context.
  */
 #include <linux/highmem.h>
-#include <rdma/ib_addr.h>
 
 #include "bzc_xport.h"
 
