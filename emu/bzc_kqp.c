@@ -4,7 +4,7 @@
  *
  * A kernel QP has the same SQ and RQ rings as a process's, in kernel
  * memory: post_send and post_recv turn struct ib_send_wr / ib_recv_wr into
- * the ring's WQEs, so the one executor (bzc_exec.c) serves both. Posting
+ * the ring's WQEs, so the one requester (bzc_req.c) serves both. Posting
  * never sleeps (callers hold spinlocks, some with interrupts off): it
  * writes the WQEs under a spinlock and leaves execution to the QP's worker.
  * SGE addresses are kernel virtual addresses under the PD's DMA MR

@@ -2,7 +2,7 @@
 /*
  * UD multicast: the groups of a device by MGID and the QPs attached to
  * each. A UD send to a multicast GID (DQPN 0xffffff) is delivered to every
- * QP attached to the group on the sending device (bzc_exec.c). Groups hold
+ * QP attached to the group on the sending device (bzc_local.c). Groups hold
  * no references on their QPs: a QP leaves every group before its
  * destruction waits for the senders that still hold it.
  */
