@@ -8,6 +8,7 @@
 #ifndef BZC_XPORT_H
 #define BZC_XPORT_H
 
+#include "bzc_roce_hdr.h"
 #include "bzc_sgl.h"
 
 /*
@@ -34,17 +35,12 @@ struct bzc_msg {
 };
 
 /*
- * The responder's answer as an AETH syndrome (IBA 9.3.5): an ACK, an RNR
- * NAK with the responder's RNR timer, or a NAK with its code.
+ * The responder's answer as an AETH syndrome (bzc_roce_hdr.h): an ACK, an
+ * RNR NAK | the responder's RNR timer, or a NAK | its code.
  */
-#define BZC_AETH_TYPE_MASK	0x60
-#define BZC_AETH_VALUE_MASK	0x1f
-#define BZC_AETH_ACK		0x00
-#define BZC_AETH_RNR_NAK	0x20	/* | min_rnr_timer */
-#define BZC_AETH_NAK		0x60	/* | one of the codes below */
-#define BZC_AETH_NAK_INV_REQ	(BZC_AETH_NAK | 1)
-#define BZC_AETH_NAK_REM_ACCESS	(BZC_AETH_NAK | 2)
-#define BZC_AETH_NAK_REM_OP	(BZC_AETH_NAK | 3)
+#define BZC_AETH_NAK_INV_REQ	(BZC_AETH_NAK | BZC_NAK_INV_REQ)
+#define BZC_AETH_NAK_REM_ACCESS	(BZC_AETH_NAK | BZC_NAK_REM_ACCESS)
+#define BZC_AETH_NAK_REM_OP	(BZC_AETH_NAK | BZC_NAK_REM_OP)
 
 struct bzc_resp_result {
 	u8 syndrome;			/* BZC_AETH_* */
