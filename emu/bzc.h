@@ -451,6 +451,8 @@ struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key);
 struct bzc_mr *bzc_rkey_get(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 			    u64 addr, u64 len, int access, u64 *off);
+struct bzc_mr *bzc_rkey_get_region(struct bzc_dev *bdev, u32 rkey,
+				   struct bzc_qp *qp, int access);
 void bzc_mr_put(struct bzc_mr *mr);
 struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
 			    u64 addr, u64 len, int access);

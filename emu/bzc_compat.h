@@ -53,13 +53,35 @@ static inline long bzc_pin_user_pages_remote(struct mm_struct *mm,
 }
 
 /*
- * The remote FLUSH rights: uAPI access bits 8 and 9, which Linux 6.2 named
- * IB_ACCESS_FLUSH_GLOBAL and IB_ACCESS_FLUSH_PERSISTENT.
+ * The IBTA Memory Placement Extensions (RDMA ATOMIC_WRITE and FLUSH):
+ * Linux 6.2 named their opcodes, the device capability bits and the
+ * FLUSH access bits 8 and 9, and its core lets an MR with a FLUSH right
+ * through when the device advertises that placement type. Linux 6.1's
+ * core refuses those access bits (EINVAL), so bzc offers FLUSH only from
+ * 6.2 on (BZC_CORE_HAS_FLUSH). The capability bits reach user space on
+ * 6.1 too: query_device_ex copies device_cap_flags whole.
  */
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 2, 0)
-#define BZC_ACCESS_FLUSH (IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_FLUSH_PERSISTENT)
+#define BZC_CORE_HAS_FLUSH true
+#define BZC_ACCESS_FLUSH_GLOBAL IB_ACCESS_FLUSH_GLOBAL
+#define BZC_ACCESS_FLUSH_PERSISTENT IB_ACCESS_FLUSH_PERSISTENT
+#define BZC_DEVICE_ATOMIC_WRITE IB_DEVICE_ATOMIC_WRITE
+#define BZC_DEVICE_FLUSH_GLOBAL IB_DEVICE_FLUSH_GLOBAL
+static_assert((int)BZC_WR_FLUSH == (int)IB_UVERBS_WR_FLUSH);
+static_assert((int)BZC_WR_ATOMIC_WRITE == (int)IB_UVERBS_WR_ATOMIC_WRITE);
+static_assert((int)BZC_WC_FLUSH == (int)IB_WC_FLUSH);
+static_assert((int)BZC_WC_ATOMIC_WRITE == (int)IB_WC_ATOMIC_WRITE);
+static_assert((int)BZC_FLUSH_GLOBAL == (int)IB_FLUSH_GLOBAL);
+static_assert((int)BZC_FLUSH_PERSISTENT == (int)IB_FLUSH_PERSISTENT);
+static_assert((int)BZC_FLUSH_RANGE == (int)IB_FLUSH_RANGE);
+static_assert((int)BZC_FLUSH_MR == (int)IB_FLUSH_MR);
 #else
-#define BZC_ACCESS_FLUSH (BIT(8) | BIT(9))
+#define BZC_CORE_HAS_FLUSH false
+#define BZC_ACCESS_FLUSH_GLOBAL BIT(8)
+#define BZC_ACCESS_FLUSH_PERSISTENT BIT(9)
+#define BZC_DEVICE_ATOMIC_WRITE BIT_ULL(40)
+#define BZC_DEVICE_FLUSH_GLOBAL 0
 #endif
+#define BZC_ACCESS_FLUSH (BZC_ACCESS_FLUSH_GLOBAL | BZC_ACCESS_FLUSH_PERSISTENT)
 
 #endif /* BZC_COMPAT_H */

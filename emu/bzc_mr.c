@@ -26,6 +26,7 @@
 #include <rdma/ib_umem.h>
 
 #include "bzc.h"
+#include "bzc_compat.h"
 
 /*
  * What the software device implements; anything else but the optional
@@ -33,7 +34,13 @@
  */
 #define BZC_MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |	\
 		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC |	\
-		       IB_ACCESS_MW_BIND | IB_ZERO_BASED | IB_ACCESS_OPTIONAL)
+		       IB_ACCESS_MW_BIND | IB_ZERO_BASED | IB_ACCESS_OPTIONAL | \
+		       BZC_MR_ACCESS_FLUSH)
+/*
+ * FLUSH to global visibility where the core carries it; never to
+ * persistence: the device has no persistent memory domain.
+ */
+#define BZC_MR_ACCESS_FLUSH (BZC_CORE_HAS_FLUSH ? BZC_ACCESS_FLUSH_GLOBAL : 0)
 
 static int bzc_mr_collect_pages(struct bzc_mr *mr)
 {
@@ -352,6 +359,15 @@ struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
 	return mr;
 }
 
+/* Does `mr` (its key table entry) let `rkey` at `qp` have `access`? */
+static bool bzc_mr_grants(struct bzc_mr *mr, u32 rkey, struct bzc_qp *qp,
+			  int access)
+{
+	return mr->ibmr.rkey == rkey && mr->ibmr.pd == qp->ibqp.pd &&
+	       (!mr->ent || bzc_mrc_ent_valid(mr->ent)) &&
+	       (READ_ONCE(mr->access) & access) == access;
+}
+
 /*
  * Resolve a remote access to [addr, addr + len) by `rkey` arriving at `qp`
  * with `access` (one IB_ACCESS_REMOTE_* right): through an MR of the QP's
@@ -374,9 +390,7 @@ struct bzc_mr *bzc_rkey_get(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 				    len, access, off);
 	} else {
 		mr = entry;
-		if (mr->ibmr.rkey != rkey || mr->ibmr.pd != qp->ibqp.pd ||
-		    (mr->ent && !bzc_mrc_ent_valid(mr->ent)) ||
-		    (READ_ONCE(mr->access) & access) != access ||
+		if (!bzc_mr_grants(mr, rkey, qp, access) ||
 		    addr < mr->iova || len > mr->length ||
 		    addr - mr->iova > mr->length - len ||
 		    !refcount_inc_not_zero(&mr->refcnt))
@@ -384,6 +398,35 @@ struct bzc_mr *bzc_rkey_get(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 		else
 			*off = addr - mr->iova;
 	}
+	xa_unlock(&bdev->mr_xa);
+	return mr;
+}
+
+/**
+ * bzc_rkey_get_region() - resolve an rkey that names a whole MR
+ * @bdev: the device the access arrives at
+ * @rkey: the key
+ * @qp: the QP the access arrives at
+ * @access: the rights the access needs (IB_ACCESS_FLUSH_*)
+ *
+ * For a FLUSH of the memory region level, which names no range. Only an
+ * MR's own rkey does: a window names a range, and grants no FLUSH right.
+ *
+ * Return: the MR with a reference, or NULL when the key, PD or rights do
+ * not allow the access.
+ */
+struct bzc_mr *bzc_rkey_get_region(struct bzc_dev *bdev, u32 rkey,
+				   struct bzc_qp *qp, int access)
+{
+	struct bzc_mr *mr = NULL;
+	void *entry;
+
+	xa_lock(&bdev->mr_xa);
+	entry = xa_load(&bdev->mr_xa, rkey >> 8);
+	if (entry && xa_pointer_tag(entry) != BZC_KEY_TAG_MW &&
+	    bzc_mr_grants(entry, rkey, qp, access) &&
+	    refcount_inc_not_zero(&((struct bzc_mr *)entry)->refcnt))
+		mr = entry;
 	xa_unlock(&bdev->mr_xa);
 	return mr;
 }

@@ -71,6 +71,8 @@ static bool bzc_opcode_valid(enum ib_qp_type type, u8 opcode)
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
 	case IB_UVERBS_WR_SEND_WITH_INV:
+	case BZC_WR_ATOMIC_WRITE:
+	case BZC_WR_FLUSH:
 		return type == IB_QPT_RC;
 	/* Local operations: windows exist for connected QPs only. */
 	case IB_UVERBS_WR_LOCAL_INV:
@@ -100,6 +102,9 @@ static bool bzc_wqe_valid(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 {
 	if (!bzc_opcode_valid(qp->ibqp.qp_type, wqe->opcode))
 		return false;
+	/* A FLUSH moves no data of its own. */
+	if (wqe->opcode == BZC_WR_FLUSH)
+		return !(wqe->flags & BZC_WQE_INLINE) && !wqe->num_sge;
 	if (wqe->flags & BZC_WQE_INLINE)
 		return le32_to_cpu(wqe->inline_len) <= qp->max_inline &&
 		       wqe->opcode != IB_UVERBS_WR_BIND_MW &&
@@ -108,6 +113,16 @@ static bool bzc_wqe_valid(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 		       wqe->opcode != IB_UVERBS_WR_ATOMIC_CMP_AND_SWP &&
 		       wqe->opcode != IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
 	return wqe->num_sge <= qp->max_send_sge;
+}
+
+/* ATOMIC_WRITE's 8 bytes, gathered from its (checked) local SGEs. */
+static void bzc_atomic_write_operand(struct bzc_sgl *local, u64 *operand)
+{
+	struct bzc_sgl op;
+	struct bzc_cursor dc = { .sgl = &op }, sc = { .sgl = local };
+
+	bzc_sgl_kbuf(&op, operand, sizeof(*operand));
+	bzc_copy(&dc, &sc, sizeof(*operand), false);
 }
 
 /*
@@ -131,6 +146,9 @@ static bool bzc_msg_build(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	msg->rkey = 0;
 	msg->compare_add = 0;
 	msg->swap = 0;
+	msg->length = 0;
+	msg->flush_type = 0;
+	msg->flush_level = 0;
 
 	if (bzc_type_ud(msg->type)) {
 		msg->dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
@@ -154,6 +172,18 @@ static bool bzc_msg_build(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		msg->rkey = le32_to_cpu(wqe->atomic.rkey);
 		msg->compare_add = le64_to_cpu(wqe->atomic.compare_add);
 		msg->swap = le64_to_cpu(wqe->atomic.swap);
+		break;
+	case BZC_WR_ATOMIC_WRITE:
+		msg->remote_addr = le64_to_cpu(wqe->rdma.remote_addr);
+		msg->rkey = le32_to_cpu(wqe->rdma.rkey);
+		bzc_atomic_write_operand(local, &msg->swap);
+		break;
+	case BZC_WR_FLUSH:
+		msg->remote_addr = le64_to_cpu(wqe->flush.remote_addr);
+		msg->rkey = le32_to_cpu(wqe->flush.rkey);
+		msg->length = le32_to_cpu(wqe->flush.length);
+		msg->flush_type = wqe->flush.type;
+		msg->flush_level = wqe->flush.level;
 		break;
 	}
 	spin_lock(&qp->lock);
@@ -210,10 +240,15 @@ static void bzc_req_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		return;
 	}
 	res->byte_len = local->total;
-	/* An atomic's local SGEs must hold its 8-byte result. */
+	/*
+	 * An atomic's local SGEs must hold its 8-byte result, an
+	 * ATOMIC_WRITE's give exactly its 8 bytes.
+	 */
 	if (local->total > BZC_MAX_MSG_SZ ||
 	    (reads_in && wqe->opcode != IB_UVERBS_WR_RDMA_READ &&
-	     local->total < sizeof(u64))) {
+	     local->total < sizeof(u64)) ||
+	    (wqe->opcode == BZC_WR_ATOMIC_WRITE &&
+	     local->total != sizeof(u64))) {
 		res->status = IB_WC_LOC_LEN_ERR;
 		goto out;
 	}

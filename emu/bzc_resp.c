@@ -411,6 +411,8 @@ bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		      const struct bzc_resp_scratch *scratch, bool may_sleep,
 		      struct bzc_resp_result *res)
 {
+	u8 syndrome;
+
 	if (!bzc_responder_accepts(tqp, msg))
 		return false;
 	switch (msg->opcode) {
@@ -425,6 +427,14 @@ bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		break;
 	case IB_UVERBS_WR_RDMA_READ:
 		bzc_resp_read(tqp, msg, scratch, may_sleep, res);
+		break;
+	case BZC_WR_ATOMIC_WRITE:
+	case BZC_WR_FLUSH:
+		syndrome = msg->opcode == BZC_WR_FLUSH ?
+			   bzc_resp_flush(tqp, msg) :
+			   bzc_resp_atomic_write(tqp, msg);
+		if (syndrome != BZC_AETH_ACK)
+			bzc_responder_error(tqp, msg, syndrome, res);
 		break;
 	default:
 		bzc_resp_atomic(tqp, msg, scratch, res);

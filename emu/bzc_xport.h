@@ -31,7 +31,10 @@ struct bzc_msg {
 	u32 rkey;
 	__le32 imm_data;		/* immediate, or the rkey to invalidate */
 	u64 compare_add;		/* atomics */
-	u64 swap;
+	u64 swap;			/* and ATOMIC_WRITE's 8 bytes */
+	u32 length;			/* FLUSH: the range's bytes */
+	u8 flush_type;			/* FLUSH: enum bzc_flush_type bits */
+	u8 flush_level;			/* FLUSH: enum bzc_flush_level */
 };
 
 /*
@@ -96,6 +99,10 @@ static inline bool bzc_xport_send(const struct bzc_xport_ops *xport,
 bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		      const struct bzc_resp_scratch *scratch, bool may_sleep,
 		      struct bzc_resp_result *res);
+
+/* bzc_placement.c: ATOMIC_WRITE and FLUSH at the responder */
+u8 bzc_resp_atomic_write(struct bzc_qp *tqp, const struct bzc_msg *msg);
+u8 bzc_resp_flush(struct bzc_qp *tqp, const struct bzc_msg *msg);
 
 /* bzc_comp.c: the completer */
 void bzc_comp_answer(const struct bzc_msg *msg,

@@ -448,9 +448,8 @@ ACCESS_FLUSH = (1 << 8) | (1 << 9)
 
 def test_flush_rights_on_qp(env):
     """The remote FLUSH rights, which rdma-core 45 and later's own tests
-    set on every RC QP, are accepted on a QP and read back. bzc executes
-    no FLUSH, so the right opens nothing: its responder refuses the
-    operation either way."""
+    set on every RC QP, are accepted on a QP and read back (on Linux 6.1
+    too, where no MR can grant FLUSH, so they open nothing there)."""
     end, _ = rc_in(env, e.IBV_QPS_RESET)
     try:
         acc = (e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
@@ -469,9 +468,10 @@ def test_flush_rights_on_qp(env):
 
 
 def test_flush_rights_on_mr_refused(env):
-    """An MR that would accept FLUSH is refused: bzc does not advertise
-    FLUSH. Linux 6.2 and later's core answers EOPNOTSUPP for a device
-    without it; on 6.1 the bits are unknown and bzc answers EINVAL."""
+    """An MR asking for FLUSH to persistence is refused: bzc advertises
+    FLUSH to global visibility only (test_placement.py). Linux 6.2 and
+    later's core answers EOPNOTSUPP; on 6.1 the bits are unknown to the
+    core, which answers EINVAL."""
     _, pd, _ = env
     release = tuple(int(x) for x in os.uname().release.split('.')[:2])
     want = errno.EOPNOTSUPP if release >= (6, 2) else errno.EINVAL

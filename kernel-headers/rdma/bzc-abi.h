@@ -148,6 +148,14 @@ struct bzc_send_wqe {
 			__le32 rkey;
 			__le32 pad;
 		} atomic;
+		struct {			/* BZC_WR_FLUSH */
+			__aligned_le64 remote_addr;
+			__le32 rkey;
+			__le32 length;		/* BZC_FLUSH_RANGE: bytes */
+			__u8 type;		/* enum bzc_flush_type bits */
+			__u8 level;		/* enum bzc_flush_level */
+			__u8 pad[6];
+		} flush;
 		struct {
 			__le32 ah;		/* bzc_create_ah_resp.ah_index */
 			__le32 remote_qpn;

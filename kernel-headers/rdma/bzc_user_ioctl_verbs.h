@@ -47,6 +47,15 @@ enum bzc_device_caps {
 	BZC_CAP_BULK = 1 << 1,
 	/* BZC_METHOD_QP_DOORBELL exists on UVERBS_OBJECT_QP. */
 	BZC_CAP_QP_DOORBELL = 1 << 2,
+	/* RC send WQEs may be BZC_WR_ATOMIC_WRITE. */
+	BZC_CAP_ATOMIC_WRITE = 1 << 3,
+	/*
+	 * RC send WQEs may be BZC_WR_FLUSH, and MRs may grant the FLUSH
+	 * rights. Only where the kernel's core carries those access bits
+	 * (IB_ACCESS_FLUSH_GLOBAL, Linux 6.2 and later): without them no MR
+	 * could be flushed.
+	 */
+	BZC_CAP_FLUSH = 1 << 4,
 };
 
 /* bzc_cq_ring_hdr.arm: what the next completion event waits for. */
@@ -72,6 +81,41 @@ enum bzc_wqe_flags {
 	BZC_WQE_INLINE = 1 << 3,
 	/* A BIND_MW WQE from ibv_bind_mw() (type 1), not a bind work request. */
 	BZC_WQE_BIND_TYPE1 = 1 << 4,
+};
+
+/*
+ * bzc_send_wqe.opcode is an enum ib_uverbs_wr_opcode. These two, of the
+ * IBTA Memory Placement Extensions, came with Linux 6.2
+ * (IB_UVERBS_WR_FLUSH, IB_UVERBS_WR_ATOMIC_WRITE; libibverbs' IBV_WR_FLUSH
+ * and IBV_WR_ATOMIC_WRITE have the same values) and are named here for
+ * the kernels and rdma-core releases whose headers lack them.
+ */
+enum bzc_wr_opcode {
+	/* bzc_send_wqe.flush: make earlier writes globally visible */
+	BZC_WR_FLUSH = 14,
+	/*
+	 * 8 bytes (BZC_WQE_INLINE, or an 8-byte gather list) stored at
+	 * bzc_send_wqe.rdma.remote_addr, 8-byte aligned, as one store
+	 */
+	BZC_WR_ATOMIC_WRITE = 15,
+};
+
+/* bzc_cqe.opcode of their completions (IBV_WC_FLUSH, IBV_WC_ATOMIC_WRITE). */
+enum bzc_wc_opcode {
+	BZC_WC_FLUSH = 8,
+	BZC_WC_ATOMIC_WRITE = 9,
+};
+
+/* bzc_send_wqe.flush.type: placement type bits (IBV_FLUSH_GLOBAL, ...). */
+enum bzc_flush_type {
+	BZC_FLUSH_GLOBAL = 1 << 0,	/* global visibility */
+	BZC_FLUSH_PERSISTENT = 1 << 1,	/* persistence */
+};
+
+/* bzc_send_wqe.flush.level: selectivity level (IBV_FLUSH_RANGE, _MR). */
+enum bzc_flush_level {
+	BZC_FLUSH_RANGE = 0,		/* remote_addr, length */
+	BZC_FLUSH_MR = 1,		/* the whole MR of rkey */
 };
 
 /* bzc_bulk_wqe.opcode */

@@ -491,7 +491,10 @@ int bzc_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		      struct ibv_recv_wr **bad_wr);
 
 /* wr.c */
-uint64_t bzc_send_ops_supported(enum ibv_qp_type qp_type);
+uint64_t bzc_send_ops_supported(struct ibv_context *context,
+				enum ibv_qp_type qp_type);
+uint64_t bzc_send_ops_flags(struct ibv_context *context,
+			    enum ibv_qp_type qp_type);
 void bzc_qp_init_wr_ops(struct bzc_qp *qp);
 int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		  struct ibv_send_wr **bad_wr);

@@ -122,10 +122,11 @@ err:
 	return ret;
 }
 
-static bool bzc_qp_type_supported(enum ibv_qp_type qp_type)
+static bool bzc_qp_type_supported(struct ibv_context *context,
+				  enum ibv_qp_type qp_type)
 {
 	/* RC, UC and UD; every type bzc has has some send opcodes. */
-	return bzc_send_ops_supported(qp_type) != 0;
+	return bzc_send_ops_supported(context, qp_type) != 0;
 }
 
 struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
@@ -134,7 +135,7 @@ struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	struct bzc_qp *qp;
 	int ret;
 
-	if (!bzc_qp_type_supported(attr->qp_type)) {
+	if (!bzc_qp_type_supported(pd->context, attr->qp_type)) {
 		bzc_err(pd->context, "QP type %d is not supported\n",
 			attr->qp_type);
 		errno = EOPNOTSUPP;
@@ -193,18 +194,23 @@ struct ibv_qp *bzc_create_qp_ex(struct ibv_context *context,
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (!bzc_qp_type_supported(attr->qp_type)) {
+	if (!bzc_qp_type_supported(context, attr->qp_type)) {
 		bzc_err(context, "QP type %d is not supported\n", attr->qp_type);
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	/* ibv_wr_* opcodes this QP type cannot carry (TSO, atomic write...). */
+	/*
+	 * ibv_wr_* opcodes this QP type, the kernel or this libibverbs
+	 * cannot carry (TSO; FLUSH before Linux 6.2 or rdma-core 45...).
+	 */
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-	    (attr->send_ops_flags & ~bzc_send_ops_supported(attr->qp_type))) {
+	    (attr->send_ops_flags &
+	     ~bzc_send_ops_flags(context, attr->qp_type))) {
 		bzc_err(context,
 			"send_ops_flags %#llx not supported on QP type %d\n",
 			(unsigned long long)(attr->send_ops_flags &
-					     ~bzc_send_ops_supported(attr->qp_type)),
+					     ~bzc_send_ops_flags(context,
+								 attr->qp_type)),
 			attr->qp_type);
 		errno = EOPNOTSUPP;
 		return NULL;

@@ -52,6 +52,29 @@ BZC_SAME_WR_OPCODE(ATOMIC_FETCH_AND_ADD);
 BZC_SAME_WR_OPCODE(LOCAL_INV);
 BZC_SAME_WR_OPCODE(BIND_MW);
 BZC_SAME_WR_OPCODE(SEND_WITH_INV);
+/*
+ * ATOMIC_WRITE and FLUSH: the uAPI headers of rdma-core 44 do not name
+ * them, bzc's do (enum bzc_wr_opcode); IBV_WR_FLUSH is rdma-core 45's.
+ */
+_Static_assert((int)IBV_WR_ATOMIC_WRITE == BZC_WR_ATOMIC_WRITE,
+	       "IBV_WR_ATOMIC_WRITE != BZC_WR_ATOMIC_WRITE");
+/*
+ * Nor are their IBV_QP_EX_WITH_* bits 1 << their opcode (IBV_WR_FLUSH is
+ * 14, IBV_QP_EX_WITH_FLUSH 1 << 11): bzc_send_ops_flags() maps them.
+ */
+#define BZC_QP_EX_WITH_FLUSH (1ULL << 11)
+_Static_assert((uint64_t)IBV_QP_EX_WITH_ATOMIC_WRITE == 1ULL << 12,
+	       "IBV_QP_EX_WITH_ATOMIC_WRITE moved");
+#if BZC_RDMA_CORE_CLASS >= 45
+_Static_assert((int)IBV_WR_FLUSH == BZC_WR_FLUSH, "IBV_WR_FLUSH != BZC_WR_FLUSH");
+_Static_assert((uint64_t)IBV_QP_EX_WITH_FLUSH == BZC_QP_EX_WITH_FLUSH,
+	       "IBV_QP_EX_WITH_FLUSH moved");
+_Static_assert((int)IBV_FLUSH_GLOBAL == (int)BZC_FLUSH_GLOBAL &&
+		       (int)IBV_FLUSH_PERSISTENT == (int)BZC_FLUSH_PERSISTENT &&
+		       (int)IBV_FLUSH_RANGE == (int)BZC_FLUSH_RANGE &&
+		       (int)IBV_FLUSH_MR == (int)BZC_FLUSH_MR,
+	       "IBV_FLUSH_* != BZC_FLUSH_*");
+#endif
 
 #define BZC_OP(name) (1ULL << IBV_WR_##name)
 
@@ -67,10 +90,13 @@ enum {
 		     BZC_OP(BIND_MW),
 	BZC_OPS_RC = BZC_OPS_UC | BZC_OP(SEND_WITH_INV) | BZC_OP(RDMA_READ) |
 		     BZC_OP(ATOMIC_CMP_AND_SWP) | BZC_OP(ATOMIC_FETCH_AND_ADD),
+	/* RC too, where the kernel has them (BZC_CAP_ATOMIC_WRITE, _FLUSH). */
+	BZC_OPS_RC_ATOMIC_WRITE = 1ULL << BZC_WR_ATOMIC_WRITE,
+	BZC_OPS_RC_FLUSH = 1ULL << BZC_WR_FLUSH,
 	/* The opcodes whose data goes out, so may be given inline. */
 	BZC_OPS_INLINE = BZC_OP(SEND) | BZC_OP(SEND_WITH_IMM) |
 			 BZC_OP(SEND_WITH_INV) | BZC_OP(RDMA_WRITE) |
-			 BZC_OP(RDMA_WRITE_WITH_IMM),
+			 BZC_OP(RDMA_WRITE_WITH_IMM) | BZC_OP(ATOMIC_WRITE),
 	BZC_SEND_FLAGS_KNOWN = IBV_SEND_FENCE | IBV_SEND_SIGNALED |
 			       IBV_SEND_SOLICITED | IBV_SEND_INLINE,
 };
@@ -78,12 +104,22 @@ enum {
 _Static_assert(sizeof(struct bzc_send_wqe) == BZC_SEND_WQE_DATA_OFFSET,
 	       "send WQE data does not follow the header");
 
-/* The send opcodes (as 1 << IBV_WR_*) a QP of @qp_type can post; 0: none. */
-uint64_t bzc_send_ops_supported(enum ibv_qp_type qp_type)
+/*
+ * The send opcodes (as 1 << IBV_WR_*) a QP of @qp_type can post in
+ * @context; 0: none.  FLUSH only where this libibverbs has ibv_wr_flush
+ * (rdma-core 45) and the kernel FLUSH rights on MRs (Linux 6.2).
+ */
+uint64_t bzc_send_ops_supported(struct ibv_context *context,
+				enum ibv_qp_type qp_type)
 {
+	uint64_t caps = to_bctx(context)->caps;
+
 	switch (qp_type) {
 	case IBV_QPT_RC:
-		return BZC_OPS_RC;
+		return BZC_OPS_RC |
+		       (caps & BZC_CAP_ATOMIC_WRITE ? BZC_OPS_RC_ATOMIC_WRITE : 0) |
+		       (BZC_RDMA_CORE_CLASS >= 45 && (caps & BZC_CAP_FLUSH) ?
+				BZC_OPS_RC_FLUSH : 0);
 	case IBV_QPT_UC:
 		return BZC_OPS_UC;
 	case IBV_QPT_UD:
@@ -91,6 +127,26 @@ uint64_t bzc_send_ops_supported(enum ibv_qp_type qp_type)
 	default:
 		return 0;
 	}
+}
+
+/*
+ * The same as IBV_QP_EX_WITH_* flags, what create_qp_ex's send_ops_flags
+ * may ask for: 1 << IBV_WR_<op> but for ATOMIC_WRITE and FLUSH.
+ */
+uint64_t bzc_send_ops_flags(struct ibv_context *context,
+			    enum ibv_qp_type qp_type)
+{
+	uint64_t ops = bzc_send_ops_supported(context, qp_type);
+	uint64_t flags = ops & ~(BZC_OPS_RC_ATOMIC_WRITE | BZC_OPS_RC_FLUSH);
+
+	_Static_assert(!(BZC_OPS_RC & (BZC_QP_EX_WITH_FLUSH |
+				       (uint64_t)IBV_QP_EX_WITH_ATOMIC_WRITE)),
+		       "an opcode's bit is another's IBV_QP_EX_WITH_* bit");
+	if (ops & BZC_OPS_RC_ATOMIC_WRITE)
+		flags |= IBV_QP_EX_WITH_ATOMIC_WRITE;
+	if (ops & BZC_OPS_RC_FLUSH)
+		flags |= BZC_QP_EX_WITH_FLUSH;
+	return flags;
 }
 
 /* Sends are refused until the QP is ready to send (RTS, or SQD/SQE/ERR). */
@@ -153,7 +209,8 @@ static int bzc_wqe_start(struct bzc_qp *qp, uint32_t index, uint64_t wr_id,
 			 enum ibv_wr_opcode opcode, unsigned int send_flags,
 			 struct bzc_send_wqe **wqep)
 {
-	uint64_t ops = bzc_send_ops_supported(qp->vqp.qp.qp_type);
+	uint64_t ops = bzc_send_ops_supported(qp->vqp.qp.context,
+					      qp->vqp.qp.qp_type);
 	struct bzc_send_wqe *wqe;
 	uint8_t flags = 0;
 
@@ -209,6 +266,42 @@ static void bzc_wqe_set_atomic(struct bzc_send_wqe *wqe, uint32_t rkey,
 	wqe->atomic.swap = htole64(swap);
 	wqe->atomic.rkey = htole32(rkey);
 }
+
+/*
+ * ATOMIC_WRITE from ibv_wr_atomic_write(): its 8 bytes travel in the WQE
+ * (any slot holds them); ibv_post_send() gathers them from the SG list.
+ */
+static void bzc_wqe_set_atomic_write(struct bzc_send_wqe *wqe, uint32_t rkey,
+				     uint64_t remote_addr, const void *data)
+{
+	bzc_wqe_set_rdma(wqe, rkey, remote_addr);
+	memcpy((uint8_t *)wqe + BZC_SEND_WQE_DATA_OFFSET, data, 8);
+	wqe->num_sge = 0;
+	wqe->flags |= BZC_WQE_INLINE;
+	wqe->inline_len = htole32(8);
+}
+
+#if BZC_RDMA_CORE_CLASS >= 45
+/* FLUSH: @len bytes from @remote_addr (BZC_FLUSH_RANGE), or the MR. */
+static int bzc_wqe_set_flush(struct bzc_send_wqe *wqe, uint32_t rkey,
+			     uint64_t remote_addr, size_t len, uint8_t type,
+			     uint8_t level)
+{
+	if (!type || (type & ~(BZC_FLUSH_GLOBAL | BZC_FLUSH_PERSISTENT)) ||
+	    level > BZC_FLUSH_MR)
+		return bzc_refuse(EINVAL, "unknown FLUSH type or level");
+	/* IBA's FLUSH carries a 32-bit length; the MR level ignores it. */
+	if (level == BZC_FLUSH_RANGE && len > UINT32_MAX)
+		return bzc_refuse(EINVAL, "FLUSH range of more than 4 GiB");
+	wqe->flush.remote_addr = htole64(remote_addr);
+	wqe->flush.rkey = htole32(rkey);
+	wqe->flush.length = htole32(level == BZC_FLUSH_RANGE ?
+					    (uint32_t)len : 0);
+	wqe->flush.type = type;
+	wqe->flush.level = level;
+	return 0;
+}
+#endif
 
 static int bzc_wqe_set_ud(struct bzc_send_wqe *wqe, struct ibv_ah *ah,
 			  uint32_t remote_qpn, uint32_t remote_qkey)
@@ -320,6 +413,8 @@ static int bzc_build_send_wr(struct bzc_qp *qp, uint32_t index,
 		break;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_READ:
+	/* ATOMIC_WRITE: its 8 bytes are the gather list's. */
+	case IBV_WR_ATOMIC_WRITE:
 		bzc_wqe_set_rdma(wqe, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
@@ -602,6 +697,29 @@ static void bzc_wr_atomic_fetch_add(struct ibv_qp_ex *ibqp, uint32_t rkey,
 		bzc_wqe_set_atomic(wqe, rkey, remote_addr, add, 0);
 }
 
+static void bzc_wr_atomic_write(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				uint64_t remote_addr, const void *atomic_wr)
+{
+	struct bzc_send_wqe *wqe = bzc_wr_new(ibqp, IBV_WR_ATOMIC_WRITE);
+
+	if (wqe)
+		bzc_wqe_set_atomic_write(wqe, rkey, remote_addr, atomic_wr);
+}
+
+#if BZC_RDMA_CORE_CLASS >= 45
+static void bzc_wr_flush(struct ibv_qp_ex *ibqp, uint32_t rkey,
+			 uint64_t remote_addr, size_t len, uint8_t type,
+			 uint8_t level)
+{
+	struct bzc_send_wqe *wqe = bzc_wr_new(ibqp, IBV_WR_FLUSH);
+
+	if (wqe)
+		bzc_wr_fail(to_bqp_ex(ibqp),
+			    bzc_wqe_set_flush(wqe, rkey, remote_addr, len,
+					      type, level));
+}
+#endif
+
 static void bzc_wr_local_inv(struct ibv_qp_ex *ibqp, uint32_t invalidate_rkey)
 {
 	struct bzc_send_wqe *wqe = bzc_wr_new(ibqp, IBV_WR_LOCAL_INV);
@@ -692,8 +810,9 @@ static void bzc_wr_set_inline_data_list(struct ibv_qp_ex *ibqp,
 /*
  * Install the ibv_wr_* API on a QP created with
  * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (create_qp_ex has refused opcodes the
- * QP type cannot carry).  wr_send_tso, wr_set_xrc_srqn and wr_atomic_write
- * stay NULL: bzc has neither TSO, XRC nor atomic write.
+ * QP type, the kernel or this libibverbs cannot carry).  wr_send_tso and
+ * wr_set_xrc_srqn stay NULL: bzc has neither TSO nor XRC; so does
+ * wr_flush before rdma-core 45, whose struct ibv_qp_ex has none.
  */
 void bzc_qp_init_wr_ops(struct bzc_qp *qp)
 {
@@ -711,6 +830,10 @@ void bzc_qp_init_wr_ops(struct bzc_qp *qp)
 	qpx->wr_rdma_read = bzc_wr_rdma_read;
 	qpx->wr_atomic_cmp_swp = bzc_wr_atomic_cmp_swp;
 	qpx->wr_atomic_fetch_add = bzc_wr_atomic_fetch_add;
+	qpx->wr_atomic_write = bzc_wr_atomic_write;
+#if BZC_RDMA_CORE_CLASS >= 45
+	qpx->wr_flush = bzc_wr_flush;
+#endif
 	qpx->wr_local_inv = bzc_wr_local_inv;
 	qpx->wr_bind_mw = bzc_wr_bind_mw;
 

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: the responder's side of the IBTA Memory Placement Extensions, RDMA
+ * ATOMIC_WRITE and FLUSH (RC only). The requester (bzc_req.c) checks the
+ * WQE and gathers ATOMIC_WRITE's 8 bytes into the message; here the target
+ * QP's rights and the rkey are checked and the operation placed. Each
+ * function answers with an AETH syndrome; a NAK is a class C error of the
+ * responder, which bzc_resp.c takes the QP to the error state for.
+ *
+ * Everything the device writes is a CPU store done before the WQE
+ * completes, and WQEs execute in order, so a FLUSH finds every earlier
+ * write placed; making it visible to all takes a barrier. The device has
+ * no persistent memory: no MR can grant FLUSH to persistence.
+ */
+#include <linux/highmem.h>
+
+#include "bzc.h"
+#include "bzc_compat.h"
+#include "bzc_xport.h"
+
+/**
+ * bzc_resp_atomic_write() - place an RDMA ATOMIC_WRITE at a responder
+ * @tqp: the responder QP
+ * @msg: the message: remote_addr, rkey, and the 8 bytes in swap
+ *
+ * The 8 bytes go to an 8-byte aligned address under an rkey with remote
+ * write rights, on a QP that allows remote writes, as one store: no other
+ * access, atomics included, sees part of it.
+ *
+ * Return: BZC_AETH_ACK, BZC_AETH_NAK_INV_REQ for a misaligned address
+ * (IBA oA19-28), BZC_AETH_NAK_REM_ACCESS for missing rights or bounds.
+ */
+u8 bzc_resp_atomic_write(struct bzc_qp *tqp, const struct bzc_msg *msg)
+{
+	struct bzc_dev *bdev = to_bdev(tqp->ibqp.device);
+	u64 raddr = msg->remote_addr;
+	struct bzc_mr *mr;
+	u64 off, byte;
+	void *p;
+
+	if (!IS_ALIGNED(raddr, sizeof(u64)))
+		return BZC_AETH_NAK_INV_REQ;
+	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_WRITE))
+		return BZC_AETH_NAK_REM_ACCESS;
+	mr = bzc_rkey_get(bdev, msg->rkey, tqp, raddr, sizeof(u64),
+			  IB_ACCESS_REMOTE_WRITE, &off);
+	if (!mr)
+		return BZC_AETH_NAK_REM_ACCESS;
+	/* An iova aligned otherwise than the pages is misaligned there. */
+	byte = mr->page_off + off;
+	if (!IS_ALIGNED(byte, sizeof(u64))) {
+		bzc_mr_put(mr);
+		return BZC_AETH_NAK_INV_REQ;
+	}
+	/* Aligned 8 bytes never straddle a page. */
+	p = kmap_local_page(mr->pages[byte >> PAGE_SHIFT]) +
+	    offset_in_page(byte);
+	atomic64_set(p, msg->swap);
+	kunmap_local(p);
+	bzc_mr_put(mr);
+	return BZC_AETH_ACK;
+}
+
+/**
+ * bzc_resp_flush() - execute an RDMA FLUSH at a responder
+ * @tqp: the responder QP
+ * @msg: the message: rkey, flush_type, flush_level, and for the range
+ *	 level remote_addr and length
+ *
+ * The placement type (global visibility, persistence) must be granted by
+ * the QP's access flags and by the MR the rkey names
+ * (IB_ACCESS_FLUSH_GLOBAL, _PERSISTENT); at the range level the range
+ * must lie in it, at the memory region level address and length are not
+ * looked at.
+ *
+ * Return: BZC_AETH_ACK, BZC_AETH_NAK_INV_REQ for an unknown type or
+ * level, BZC_AETH_NAK_REM_ACCESS for missing rights or bounds.
+ */
+u8 bzc_resp_flush(struct bzc_qp *tqp, const struct bzc_msg *msg)
+{
+	struct bzc_dev *bdev = to_bdev(tqp->ibqp.device);
+	u8 type = msg->flush_type;
+	struct bzc_mr *mr;
+	int access = 0;
+	u64 off;
+
+	if (!type || type & ~(BZC_FLUSH_GLOBAL | BZC_FLUSH_PERSISTENT) ||
+	    msg->flush_level > BZC_FLUSH_MR)
+		return BZC_AETH_NAK_INV_REQ;
+	if (type & BZC_FLUSH_GLOBAL)
+		access |= BZC_ACCESS_FLUSH_GLOBAL;
+	if (type & BZC_FLUSH_PERSISTENT)
+		access |= BZC_ACCESS_FLUSH_PERSISTENT;
+	if ((READ_ONCE(tqp->access) & access) != access)
+		return BZC_AETH_NAK_REM_ACCESS;
+
+	if (msg->flush_level == BZC_FLUSH_MR)
+		mr = bzc_rkey_get_region(bdev, msg->rkey, tqp, access);
+	else
+		mr = bzc_rkey_get(bdev, msg->rkey, tqp, msg->remote_addr,
+				  msg->length, access, &off);
+	if (!mr)
+		return BZC_AETH_NAK_REM_ACCESS;
+	/* Earlier writes were stores of this kernel: order them before. */
+	smp_mb();
+	bzc_mr_put(mr);
+	return BZC_AETH_ACK;
+}
