@@ -312,8 +312,8 @@ struct bzc_qp {
  */
 struct bzc_srq {
 	struct ib_srq ibsrq;
-	spinlock_t lock;		/* consumers and modify_srq */
-	struct bzc_ring ring;
+	spinlock_t lock;		/* consumers, modify_srq and resize */
+	struct bzc_ring ring;		/* replaced whole by a resize */
 	u32 cons;			/* the kernel's copy */
 	u32 wqe_size;
 	u32 max_sge;
@@ -579,6 +579,7 @@ int bzc_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 int bzc_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int bzc_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
 int bzc_srq_take(struct bzc_srq *srq, struct bzc_recv_wqe *rqe);
+extern const struct uapi_definition bzc_srq_uapi_defs[];
 
 /* bzc_kcq.c, bzc_kqp.c, bzc_kmem.c: kernel consumers */
 int bzc_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);

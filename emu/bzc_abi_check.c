@@ -92,6 +92,14 @@ static_assert(offsetof(struct bzc_create_srq_resp, entries) == 12);
 static_assert(offsetof(struct bzc_create_srq_resp, wqe_size) == 16);
 static_assert(offsetof(struct bzc_create_srq_resp, pad) == 20);
 
+static_assert(sizeof(struct bzc_srq_resize_cmd) == 16);
+static_assert(offsetof(struct bzc_srq_resize_cmd, max_wr) == 8);
+static_assert(sizeof(struct bzc_srq_resize_resp) == 32);
+static_assert(offsetof(struct bzc_srq_resize_resp, mmap_key) == 8);
+static_assert(offsetof(struct bzc_srq_resize_resp, mmap_len) == 16);
+static_assert(offsetof(struct bzc_srq_resize_resp, entries) == 20);
+static_assert(offsetof(struct bzc_srq_resize_resp, wqe_size) == 24);
+
 static_assert(sizeof(struct bzc_create_ah_resp) == 8);
 
 static_assert(sizeof(struct bzc_bulk_caps) == 48);

@@ -7,10 +7,14 @@
  * The process fills the ring and publishes prod without a system call; a
  * sender delivering to a QP on the SRQ takes the next WQE here under the
  * SRQ's lock (bzc_srq_take()). Nothing flushes an SRQ: its WQEs belong to
- * no QP until one is taken.
+ * no QP until one is taken. A resize (BZC_METHOD_SRQ_RESIZE) moves the
+ * posted WQEs to a new ring under that lock.
  */
+#define UVERBS_MODULE_NAME bzc
 #include <linux/log2.h>
 #include <rdma/uverbs_ioctl.h>
+#include <rdma/uverbs_named_ioctl.h>
+#include <rdma/bzc_user_ioctl_cmds.h>
 
 #include "bzc.h"
 
@@ -101,30 +105,154 @@ int bzc_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 		return -EOPNOTSUPP;
 	if (mask & ~(IB_SRQ_MAX_WR | IB_SRQ_LIMIT))
 		return -EINVAL;
-	if ((mask & IB_SRQ_LIMIT) && attr->srq_limit > srq->ring.entries)
-		return -EINVAL;
 	if (mask & IB_SRQ_MAX_WR) {
 		if (!attr->max_wr || attr->max_wr > bdev->attr.max_srq_wr)
 			return -EINVAL;
-		/* The ring is mapped: it is not resized (no SRQ_RESIZE cap). */
+		/*
+		 * Only BZC_METHOD_SRQ_RESIZE resizes: this command has no
+		 * response to say where the new ring is.
+		 */
 		return -EOPNOTSUPP;
 	}
 
 	if (mask & IB_SRQ_LIMIT) {
 		spin_lock(&srq->lock);
+		if (attr->srq_limit > srq->ring.entries) {
+			spin_unlock(&srq->lock);
+			return -EINVAL;
+		}
 		srq->limit = attr->srq_limit;
 		spin_unlock(&srq->lock);
 	}
 	return 0;
 }
 
+/*
+ * Move the posted WQEs of `srq` into `ring` (allocated, as big as the
+ * caller checked max_wr to be) and take receives from it from now on;
+ * `ring` gets the old ring back to free. The process's prod is read once.
+ */
+static int bzc_srq_swap_ring(struct bzc_srq *srq, struct bzc_ring *ring,
+			     u32 max_wr)
+{
+	struct bzc_wq_ring_hdr *old_hdr, *new_hdr = ring->kaddr;
+	struct bzc_ring old;
+	u32 prod, posted, i;
+	const char *why;
+
+	spin_lock(&srq->lock);
+	old_hdr = srq->ring.kaddr;
+	prod = le32_to_cpu(READ_ONCE(old_hdr->prod));
+	posted = prod - srq->cons;
+	if (srq->broken)
+		why = "the SRQ is broken";
+	else if (posted > srq->ring.entries)
+		why = "its ring holds a producer index out of range";
+	else if (posted > max_wr)
+		why = "more receives are posted than the new size";
+	else if (srq->limit > max_wr)
+		why = "the armed srq_limit is above the new size";
+	else
+		why = NULL;
+	if (why) {
+		spin_unlock(&srq->lock);
+		ibdev_info_ratelimited(srq->ibsrq.device,
+				       "SRQ resize to %u refused: %s (prod %u, cons %u, %u slots)\n",
+				       max_wr, why, prod, srq->cons,
+				       srq->ring.entries);
+		return -EINVAL;
+	}
+
+	/* The same free-running indices, so nothing the process kept moves. */
+	for (i = srq->cons; i != prod; i++)
+		memcpy(bzc_wq_slot(ring, i, srq->wqe_size),
+		       bzc_wq_slot(&srq->ring, i, srq->wqe_size),
+		       srq->wqe_size);
+	new_hdr->prod = cpu_to_le32(prod);
+	new_hdr->cons = cpu_to_le32(srq->cons);
+	old = srq->ring;
+	srq->ring = *ring;
+	spin_unlock(&srq->lock);
+	*ring = old;
+	return 0;
+}
+
+/*
+ * BZC_METHOD_SRQ_RESIZE: a new ring of at least max_wr slots holding the
+ * receives posted (bzc-abi.h, struct bzc_srq_resize_cmd). The core holds
+ * the SRQ's uobject for read: it cannot be destroyed underneath, but two
+ * resizes may run at once, each swapping under the SRQ's lock.
+ */
+static int UVERBS_HANDLER(BZC_METHOD_SRQ_RESIZE)(
+	struct uverbs_attr_bundle *attrs)
+{
+	struct ib_srq *ibsrq = uverbs_attr_get_obj(attrs,
+						   BZC_ATTR_SRQ_RESIZE_HANDLE);
+	struct bzc_srq_resize_resp resp = {};
+	struct bzc_srq_resize_cmd cmd;
+	struct bzc_ring ring;
+	struct bzc_srq *srq;
+	int err;
+
+	if (IS_ERR(ibsrq))
+		return PTR_ERR(ibsrq);
+	srq = to_bsrq(ibsrq);
+	err = uverbs_copy_from_or_zero(&cmd, attrs, BZC_ATTR_SRQ_RESIZE_CMD);
+	if (err)
+		return err;
+	if (cmd.comp_mask & ~(u64)BZC_SRQ_RESIZE_MASK_ALL)
+		return -EOPNOTSUPP;
+	if (!cmd.max_wr || cmd.max_wr > to_bdev(ibsrq->device)->attr.max_srq_wr)
+		return -EINVAL;
+
+	err = bzc_ring_alloc(&ring, &attrs->driver_udata,
+			     BZC_WQ_RING_WQE_OFFSET, srq->wqe_size,
+			     roundup_pow_of_two(cmd.max_wr));
+	if (err)
+		return err;
+	/* Answer first: copying to the process may fault, so not under lock. */
+	resp.mmap_key = ring.mmap_key;
+	resp.mmap_len = ring.mmap_len;
+	resp.entries = ring.entries;
+	resp.wqe_size = srq->wqe_size;
+	err = uverbs_copy_to_struct_or_zero(attrs, BZC_ATTR_SRQ_RESIZE_RESP,
+					    &resp, sizeof(resp));
+	if (!err)
+		err = bzc_srq_swap_ring(srq, &ring, cmd.max_wr);
+	/* The old ring on success, the new one on failure. */
+	bzc_ring_free(&ring);
+	return err;
+}
+
+DECLARE_UVERBS_NAMED_METHOD(
+	BZC_METHOD_SRQ_RESIZE,
+	UVERBS_ATTR_IDR(BZC_ATTR_SRQ_RESIZE_HANDLE, UVERBS_OBJECT_SRQ,
+			UVERBS_ACCESS_READ, UA_MANDATORY),
+	UVERBS_ATTR_PTR_IN(BZC_ATTR_SRQ_RESIZE_CMD,
+			   UVERBS_ATTR_STRUCT(struct bzc_srq_resize_cmd, max_wr),
+			   UA_MANDATORY),
+	UVERBS_ATTR_PTR_OUT(BZC_ATTR_SRQ_RESIZE_RESP,
+			    UVERBS_ATTR_STRUCT(struct bzc_srq_resize_resp,
+					       wqe_size),
+			    UA_MANDATORY));
+
+ADD_UVERBS_METHODS(bzc_srq_methods, UVERBS_OBJECT_SRQ,
+		   &UVERBS_METHOD(BZC_METHOD_SRQ_RESIZE));
+
+const struct uapi_definition bzc_srq_uapi_defs[] = {
+	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_SRQ, &bzc_srq_methods),
+	{},
+};
+
 int bzc_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 {
 	struct bzc_srq *srq = to_bsrq(ibsrq);
 
+	spin_lock(&srq->lock);
 	attr->max_wr = srq->ring.entries;
 	attr->max_sge = srq->max_sge;
-	attr->srq_limit = READ_ONCE(srq->limit);
+	attr->srq_limit = srq->limit;
+	spin_unlock(&srq->lock);
 	return 0;
 }
 

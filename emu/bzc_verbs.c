@@ -126,6 +126,7 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 			      IB_DEVICE_RC_RNR_NAK_GEN |
 			      IB_DEVICE_MEM_WINDOW |
 			      IB_DEVICE_MEM_WINDOW_TYPE_2B |
+			      IB_DEVICE_SRQ_RESIZE |
 			      BZC_DEVICE_ATOMIC_WRITE |
 			      BZC_DEVICE_FLUSH_GLOBAL;
 	a->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
@@ -239,6 +240,7 @@ static int bzc_alloc_ucontext(struct ib_ucontext *ibuc,
 		.comp_mask = BZC_ALLOC_UCTX_RESP_CAPS,
 		.caps = BZC_CAP_MMAP_ENTRIES | BZC_CAP_BULK |
 			BZC_CAP_QP_DOORBELL | BZC_CAP_ATOMIC_WRITE |
+			BZC_CAP_SRQ_RESIZE |
 			(BZC_CORE_HAS_FLUSH ? BZC_CAP_FLUSH : 0),
 	};
 	struct bzc_alloc_ucontext_req req = {};

@@ -234,16 +234,178 @@ def test_modify_limit_and_bad_modify(ctx):
             SrqAttr(srq_limit=max_wr + 1), e.IBV_SRQ_LIMIT)) == errno.EINVAL
         assert rdma_errno(lambda: srq.modify(
             SrqAttr(srq_limit=1), 1 << 5)) == errno.EINVAL
-        # the mapped ring is not resized (no IBV_DEVICE_SRQ_RESIZE)
-        assert not ctx.query_device().device_cap_flags & \
-            e.IBV_DEVICE_SRQ_RESIZE
-        assert rdma_errno(lambda: srq.modify(
-            SrqAttr(max_wr=2 * max_wr), e.IBV_SRQ_MAX_WR)) == errno.EOPNOTSUPP
+        # sizes the device does not take: 0, beyond max_srq_wr
+        for wr in (0, ctx.query_device().max_srq_wr + 1):
+            assert rdma_errno(lambda: srq.modify(
+                SrqAttr(max_wr=wr), e.IBV_SRQ_MAX_WR)) == errno.EINVAL, wr
         q = srq.query()
         assert (q.max_wr, q.srq_limit) == (max_wr, 0)
         srq.close()
     finally:
         pd.close()
+
+
+# --------------------------------------------------------------------------
+# Resize (IBV_SRQ_MAX_WR)
+# --------------------------------------------------------------------------
+
+def srq_ring_of(rig):
+    """Re-find the SRQ ring's mapping after a resize moved it: the one
+    uverbs mapping that is new since the last call."""
+    maps = h.uverbs_maps()
+    new = [a for a in maps if a not in rig.known_maps]
+    rig.known_maps = set(maps)
+    assert len(new) == 1, f'expected the new SRQ ring mapped once: {new}'
+    assert rig.ring not in maps, 'the old SRQ ring is still mapped'
+    rig.ring = new[0]
+    return maps[new[0]]
+
+
+def resize(rig, max_wr):
+    rig.known_maps = set(h.uverbs_maps())
+    rig.srq.modify(SrqAttr(max_wr=max_wr), e.IBV_SRQ_MAX_WR)
+    return srq_ring_of(rig)
+
+
+def receive_in_order(rig, wr_ids, tag):
+    """Send one message per expected receive from client 0 and check
+    each lands in the next posted WQE, in posting order, intact."""
+    for n, wr_id in enumerate(wr_ids):
+        payload = bytes([(tag + n) & 0xff]) * (MSG - n % 7)
+        wc = rig.send(0, payload, wr_id=n)
+        assert wc.status == e.IBV_WC_SUCCESS, h.wc_str(wc)
+        rwc = h.poll_cq(rig.rcq, 1)[0]
+        assert rwc.status == e.IBV_WC_SUCCESS, h.wc_str(rwc)
+        assert rwc.wr_id == wr_id, f'receive {n}: got WQE {rwc.wr_id}, ' \
+            f'want {wr_id} (posting order lost)'
+        assert rwc.byte_len == len(payload)
+        slot = wr_id % rig.nslots
+        got = rig.mr.read(len(payload), rig.recv_addr(slot) - rig.mr.buf)
+        assert got == payload, f'receive {n}: data differs'
+
+
+def test_device_advertises_srq_resize(ctx):
+    assert ctx.query_device().device_cap_flags & e.IBV_DEVICE_SRQ_RESIZE
+
+
+def test_resize_grow_keeps_posted_wqes(ctx):
+    """Grow an SRQ holding posted receives, twice, with traffic between:
+    every WQE posted before is taken after, in posting order, with its
+    buffers; the new room can be filled; the old ring is unmapped."""
+    r = Rig(pairs=1, srq_wr=16)
+    try:
+        assert r.srq.query().max_wr == 16
+        r.post_recv(range(10))
+        receive_in_order(r, range(3), 0x10)     # cons 3 prod 10
+        length = resize(r, 40)
+        q = r.srq.query()
+        assert q.max_wr >= 40 and length >= 128 + q.max_wr * 32, (q.max_wr,
+                                                                 length)
+        assert r.srq_count() == 7, 'posted WQEs lost in the resize'
+        # fill the new room: 7 + 33 = 40 posted, slots 10..42
+        r.post_recv(range(10, 43))
+        assert r.srq_count() == 40
+        receive_in_order(r, range(3, 20), 0x40)
+        resize(r, 100)
+        assert r.srq.query().max_wr >= 100
+        assert r.srq_count() == 23
+        r.post_recv(range(43, 100))
+        receive_in_order(r, range(20, 100), 0x80)
+        assert r.srq_count() == 0
+        assert h.drain_cq(r.rcq, 0.1) == []
+    finally:
+        r.close()
+
+
+def test_resize_shrink(ctx):
+    """Shrinking to fewer slots than receives are posted is EINVAL and
+    changes nothing; shrinking to what they fit in keeps them."""
+    r = Rig(pairs=1, srq_wr=64)
+    try:
+        r.post_recv(range(20))
+        receive_in_order(r, range(2), 0x20)     # 18 posted
+        r.known_maps = set(h.uverbs_maps())
+        assert rdma_errno(lambda: r.srq.modify(
+            SrqAttr(max_wr=17), e.IBV_SRQ_MAX_WR)) == errno.EINVAL
+        assert r.srq.query().max_wr == 64
+        assert set(h.uverbs_maps()) == r.known_maps, 'a failed resize ' \
+            'changed the mappings'
+        assert r.srq_count() == 18
+        resize(r, 18)
+        q = r.srq.query()
+        assert 18 <= q.max_wr < 64, q.max_wr
+        assert r.srq_count() == 18
+        # full at max_wr: one more is ENOMEM until one is taken
+        r.post_recv(range(20, 20 + q.max_wr - 18))
+        assert rdma_errno(lambda: r.post_recv([99])) == errno.ENOMEM
+        receive_in_order(r, range(2, 20 + q.max_wr - 18), 0x30)
+    finally:
+        r.close()
+
+
+def test_resize_keeps_srq_limit(ctx):
+    """An armed srq_limit stays armed through a resize and fires once
+    below it; a size below the armed limit is EINVAL."""
+    r = Rig(pairs=1, srq_wr=32)
+    try:
+        # nothing posted yet: only the limit stands in the way
+        r.srq.modify(SrqAttr(srq_limit=10), e.IBV_SRQ_LIMIT)
+        assert rdma_errno(lambda: r.srq.modify(
+            SrqAttr(max_wr=9), e.IBV_SRQ_MAX_WR)) == errno.EINVAL
+        assert r.srq.query().max_wr == 32
+        r.post_recv(range(12))
+        resize(r, 64)
+        q = r.srq.query()
+        assert q.srq_limit == 10 and q.max_wr >= 64, (q.srq_limit, q.max_wr)
+        receive_in_order(r, range(2), 0x50)     # 10 left: not below
+        assert e.IBV_EVENT_SRQ_LIMIT_REACHED not in r.events(QUIET)
+        receive_in_order(r, range(2, 3), 0x60)  # 9 left
+        evs = r.events(QUIET)
+        assert evs.count(e.IBV_EVENT_SRQ_LIMIT_REACHED) == 1, evs
+        assert r.srq.query().srq_limit == 0
+    finally:
+        r.close()
+
+
+def test_resize_with_several_qps_and_limit_and_size_together(ctx):
+    """IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT in one call; three QPs keep taking
+    receives from the resized SRQ."""
+    r = Rig(pairs=3, srq_wr=8)
+    try:
+        r.post_recv(range(8))
+        r.known_maps = set(h.uverbs_maps())
+        r.srq.modify(SrqAttr(max_wr=24, srq_limit=2),
+                     e.IBV_SRQ_MAX_WR | e.IBV_SRQ_LIMIT)
+        srq_ring_of(r)
+        q = r.srq.query()
+        assert q.max_wr >= 24 and q.srq_limit == 2
+        r.post_recv(range(8, 24))
+        got = []
+        for n in range(24):
+            wc = r.send(n % 3, bytes([n]) * 64, wr_id=n)
+            assert wc.status == e.IBV_WC_SUCCESS, h.wc_str(wc)
+            got.append(h.poll_cq(r.rcq, 1)[0].wr_id)
+        assert got == list(range(24))
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize('case', ['prod_beyond_ring', 'prod_behind_cons'])
+def test_resize_hostile_ring(rig, case):
+    """A producer index the ring cannot hold is refused by a resize
+    (EINVAL, a kernel log line), never copied from or trusted."""
+    max_wr = rig.srq.query().max_wr
+    bad = max_wr + 5 if case == 'prod_beyond_ring' else 0xfffffff0
+    C.c_uint32.from_address(rig.ring).value = bad
+    kmsg = h.KmsgReader()
+    try:
+        assert rdma_errno(lambda: rig.srq.modify(
+            SrqAttr(max_wr=2 * max_wr), e.IBV_SRQ_MAX_WR)) == errno.EINVAL
+        lines = kmsg.read_new()
+    finally:
+        kmsg.close()
+    assert any('SRQ' in line and 'resize' in line for line in lines), lines
+    assert rig.srq.query().max_wr == max_wr
 
 
 # --------------------------------------------------------------------------

@@ -212,6 +212,34 @@ struct bzc_create_srq_resp {
 	__u32 pad;
 };
 
+/*
+ * BZC_METHOD_SRQ_RESIZE (with BZC_CAP_SRQ_RESIZE): give the SRQ a ring of
+ * at least max_wr slots, keeping the receives posted. The process stops
+ * posting to the SRQ until the call returns. The kernel allocates the new
+ * ring, then, under the SRQ's lock, reads the old ring's prod once and
+ * refuses (EINVAL) a prod its ring cannot hold or more receives posted
+ * than max_wr; else it copies the posted WQEs to the new ring at the same
+ * free-running indices, with the same prod and cons in its header, and
+ * takes receives only from the new ring from then on. The old ring stays
+ * mapped in the process, unread, until the process unmaps it. max_wr
+ * below an armed srq_limit, 0 or beyond max_srq_wr is EINVAL.
+ */
+struct bzc_srq_resize_cmd {
+	__aligned_u64 comp_mask;	/* enum bzc_srq_resize_mask */
+	__u32 max_wr;
+	__u32 pad;
+};
+
+/* The new ring, described as at creation (struct bzc_create_srq_resp). */
+struct bzc_srq_resize_resp {
+	__aligned_u64 comp_mask;	/* none defined yet */
+	__aligned_u64 mmap_key;
+	__u32 mmap_len;
+	__u32 entries;		/* slots, a power of two */
+	__u32 wqe_size;		/* bytes per slot, as before */
+	__u32 pad;
+};
+
 /* IB_USER_VERBS_CMD_CREATE_AH / UVERBS_METHOD_AH_CREATE */
 struct bzc_create_ah_resp {
 	__u32 ah_index;		/* what a UD send WQE names the AH by */

@@ -115,4 +115,23 @@ enum bzc_qp_doorbell_attrs {
 	BZC_ATTR_QP_DOORBELL_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
 };
 
+/* Driver methods on the core UVERBS_OBJECT_SRQ (with BZC_CAP_SRQ_RESIZE). */
+enum bzc_srq_methods {
+	/*
+	 * ibv_modify_srq(IBV_SRQ_MAX_WR): a new ring holding the posted
+	 * receives. A method because the core's MODIFY_SRQ command has no
+	 * response to say where the new ring is.
+	 */
+	BZC_METHOD_SRQ_RESIZE = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum bzc_srq_resize_attrs {
+	/* IDR UVERBS_OBJECT_SRQ, read: an SRQ of this process */
+	BZC_ATTR_SRQ_RESIZE_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* PTR_IN struct bzc_srq_resize_cmd */
+	BZC_ATTR_SRQ_RESIZE_CMD,
+	/* PTR_OUT struct bzc_srq_resize_resp */
+	BZC_ATTR_SRQ_RESIZE_RESP,
+};
+
 #endif /* BZC_USER_IOCTL_CMDS_H */

@@ -56,6 +56,8 @@ enum bzc_device_caps {
 	 * could be flushed.
 	 */
 	BZC_CAP_FLUSH = 1 << 4,
+	/* BZC_METHOD_SRQ_RESIZE exists on UVERBS_OBJECT_SRQ. */
+	BZC_CAP_SRQ_RESIZE = 1 << 5,
 };
 
 /* bzc_cq_ring_hdr.arm: what the next completion event waits for. */
@@ -164,6 +166,11 @@ enum bzc_bulk_chan_connect_mask {
 /* bzc_cached_mr_reg_cmd.comp_mask */
 enum bzc_cached_mr_reg_mask {
 	BZC_CACHED_MR_REG_MASK_ALL = 0,
+};
+
+/* bzc_srq_resize_cmd.comp_mask */
+enum bzc_srq_resize_mask {
+	BZC_SRQ_RESIZE_MASK_ALL = 0,
 };
 
 /* bzc_cached_mr_reg_resp.flags */

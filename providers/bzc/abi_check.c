@@ -168,6 +168,21 @@ BZC_CHECK_OFFSET(bzc_create_srq_resp, wqe_size, 16);
 BZC_CHECK_OFFSET(bzc_create_srq_resp, pad, 20);
 BZC_CHECK_ALIGN(bzc_create_srq_resp);
 
+/* BZC_METHOD_SRQ_RESIZE: the new ring described as at creation. */
+BZC_CHECK_SIZE(bzc_srq_resize_cmd, 16);
+BZC_CHECK_OFFSET(bzc_srq_resize_cmd, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_srq_resize_cmd, max_wr, 8);
+BZC_CHECK_OFFSET(bzc_srq_resize_cmd, pad, 12);
+BZC_CHECK_ALIGN(bzc_srq_resize_cmd);
+BZC_CHECK_SIZE(bzc_srq_resize_resp, 32);
+BZC_CHECK_OFFSET(bzc_srq_resize_resp, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_srq_resize_resp, mmap_key, 8);
+BZC_CHECK_OFFSET(bzc_srq_resize_resp, mmap_len, 16);
+BZC_CHECK_OFFSET(bzc_srq_resize_resp, entries, 20);
+BZC_CHECK_OFFSET(bzc_srq_resize_resp, wqe_size, 24);
+BZC_CHECK_OFFSET(bzc_srq_resize_resp, pad, 28);
+BZC_CHECK_ALIGN(bzc_srq_resize_resp);
+
 /*
  * The exception to BZC_CHECK_ALIGN: the CREATE_AH core response is 4
  * bytes, so the kernel writes this at a 4-byte aligned offset, and it must

@@ -7,11 +7,17 @@
  * ibv_post_srq_recv() writes WQEs into it and publishes the producer
  * index, without a system call; the kernel takes WQEs from it for any QP
  * created on the SRQ.  An SRQ is never flushed, so unlike a QP's RQ it
- * needs no doorbell.
+ * needs no doorbell.  ibv_modify_srq(IBV_SRQ_MAX_WR) swaps the ring for a
+ * bigger or smaller one holding the posted receives
+ * (BZC_METHOD_SRQ_RESIZE), with the SRQ's lock held so nothing is posted
+ * meanwhile.
  */
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <rdma/bzc_user_ioctl_cmds.h>
 
 #include "bzc.h"
 
@@ -101,12 +107,78 @@ struct ibv_srq *bzc_create_srq_ex(struct ibv_context *context,
 	return srq;
 }
 
-/* Resizing is refused by the kernel (the ring is mapped); the limit arms. */
+/*
+ * The kernel's new ring replaces the mapped one; the old mapping goes.
+ * Called with the SRQ's lock held.
+ */
+static int bzc_srq_resize(struct bzc_srq *srq, uint32_t max_wr)
+{
+	struct ibv_context *context = srq->ibv_srq.context;
+	struct bzc_srq_resize_cmd req = { .max_wr = max_wr };
+	struct bzc_srq_resize_resp resp = {};
+	struct bzc_wq new_wq = {};
+	struct bzc_cmd cmd;
+	int ret;
+
+	bzc_cmd_init(&cmd, UVERBS_OBJECT_SRQ, BZC_METHOD_SRQ_RESIZE);
+	bzc_cmd_add_idr(&cmd, BZC_ATTR_SRQ_RESIZE_HANDLE, srq->ibv_srq.handle);
+	bzc_cmd_add_ptr_in(&cmd, BZC_ATTR_SRQ_RESIZE_CMD, &req, sizeof(req));
+	bzc_cmd_add_ptr_out(&cmd, BZC_ATTR_SRQ_RESIZE_RESP, &resp,
+			    sizeof(resp));
+	ret = bzc_cmd_exec(context, &cmd);
+	if (ret)
+		return ret;
+
+	/* The slots keep their size; the kernel took the WQEs along. */
+	ret = EPROTO;
+	if (resp.wqe_size == (1U << srq->wq.wqe_shift))
+		ret = bzc_wq_map(context, &new_wq, resp.mmap_key,
+				 resp.mmap_len, resp.entries, resp.wqe_size,
+				 resp.wqe_size, max_wr);
+	bzc_wq_unmap(&srq->wq);
+	if (ret) {
+		/* The kernel reads only the new ring now: this one is lost. */
+		bzc_err(context,
+			"SRQ resized, but its new ring cannot be used (%s): no more receives can be posted to it\n",
+			strerror(ret));
+		return ret;
+	}
+	srq->wq.hdr = new_wq.hdr;
+	srq->wq.ring_len = new_wq.ring_len;
+	srq->wq.wqes = new_wq.wqes;
+	srq->wq.entries = new_wq.entries;
+	srq->wq.prod = new_wq.prod;
+	srq->wq.cons = new_wq.cons;
+	return 0;
+}
+
 int bzc_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		   int attr_mask)
 {
+	struct bzc_srq *srq = to_bsrq(ibsrq);
 	struct ibv_modify_srq cmd = {};
+	int ret;
 
+	if (attr_mask & IBV_SRQ_MAX_WR) {
+		if (!(to_bctx(ibsrq->context)->caps & BZC_CAP_SRQ_RESIZE)) {
+			bzc_err(ibsrq->context,
+				"this kernel cannot resize an SRQ\n");
+			return EOPNOTSUPP;
+		}
+		/* Both at once: the limit must fit the new size. */
+		if ((attr_mask & IBV_SRQ_LIMIT) &&
+		    attr->srq_limit > attr->max_wr)
+			return EINVAL;
+		pthread_spin_lock(&srq->wq.lock);
+		ret = srq->wq.hdr ? bzc_srq_resize(srq, attr->max_wr) : EIO;
+		pthread_spin_unlock(&srq->wq.lock);
+		if (ret)
+			return ret;
+		attr->max_wr = srq->wq.entries;
+		attr_mask &= ~IBV_SRQ_MAX_WR;
+		if (!attr_mask)
+			return 0;
+	}
 	return ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &cmd, sizeof(cmd));
 }
 
@@ -142,7 +214,10 @@ int bzc_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 
 	pthread_spin_lock(&wq->lock);
 	start = wq->prod;
-	for (; wr; wr = wr->next) {
+	/* A resize whose new ring could not be mapped lost the ring. */
+	if (!wq->hdr)
+		ret = EIO;
+	for (; !ret && wr; wr = wr->next) {
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > wq->max_sge) {
 			ret = EINVAL;
 			break;
@@ -161,6 +236,8 @@ int bzc_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	if (ret == EINVAL)
 		bzc_dbg(ibsrq->context, "SRQ: receive with %d SGEs, max_sge is %u\n",
 			wr->num_sge, wq->max_sge);
+	else if (ret == EIO)
+		bzc_dbg(ibsrq->context, "SRQ: its ring was lost in a resize\n");
 	else if (ret)
 		bzc_dbg(ibsrq->context, "SRQ full\n");
 	if (ret)
