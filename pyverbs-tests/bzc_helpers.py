@@ -7,6 +7,7 @@ prepared by tools/bzc-machine): environment, `ip`/`rdma` commands, sysfs,
 the test files do.
 """
 
+import contextlib
 import errno
 import ipaddress
 import os
@@ -163,6 +164,42 @@ def link_add(name=DEV, netdev=NETDEV, check=True, link_type=LINK_TYPE):
 
 def link_delete(name=DEV, check=True, timeout=60):
     return rdma('link', 'delete', name, check=check, timeout=timeout)
+
+
+MODULE_PARAMS = '/sys/module/bzc/parameters'
+
+
+def module_param(name, value=None):
+    """bzc.ko's parameter `name`: read it, or with `value` write it."""
+    path = os.path.join(MODULE_PARAMS, name)
+    if value is None:
+        with open(path) as f:
+            return int(f.read())
+    with open(path, 'w') as f:
+        f.write(str(value))
+
+
+@contextlib.contextmanager
+def limited_device(dev, netdev, addr, limits):
+    """Device `dev` on a new dummy `netdev` with IPv4 `addr`, made while
+    the module parameters `limits` ({name: value}) are set; they are put
+    back right after, the device keeps its own. Removed on exit."""
+    saved = {k: module_param(k) for k in limits}
+    try:
+        try:
+            for k, v in limits.items():
+                module_param(k, v)
+            ip('link', 'add', netdev, 'type', 'dummy')
+            ip('addr', 'add', f'{addr}/24', 'dev', netdev)
+            ip('link', 'set', netdev, 'up')
+            link_add(dev, netdev)
+        finally:
+            for k, v in saved.items():
+                module_param(k, v)
+        yield
+    finally:
+        link_delete(dev, check=False)
+        ip('link', 'del', netdev, check=False)
 
 
 # RDMA netlink (include/uapi/rdma/rdma_netlink.h), for requests the rdma

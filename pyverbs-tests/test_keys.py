@@ -40,7 +40,6 @@ _DEALLOC_MW = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(IbvMw))
 # The device of the reuse test: its key table has max_mr + max_mw indexes.
 KEYS_DEV, KEYS_NETDEV, KEYS_ADDR = 'bzctmp', 'bzctmp0', '198.18.8.1'
 KEYS_LIMITS = {'max_mr': 64, 'max_mw': 64}
-PARAMS = '/sys/module/bzc/parameters'
 # At most this many allocations before the cyclic allocator comes back
 # to an index, with room to spare.
 CHURN_LIMIT = 2 * sum(KEYS_LIMITS.values())
@@ -78,35 +77,14 @@ class MwChurn:
         self.c.close()
 
 
-def _param(name, value=None):
-    with open(f'{PARAMS}/{name}', 'r' if value is None else 'w') as f:
-        return int(f.read()) if value is None else f.write(str(value))
-
-
 @pytest.fixture
 def env():
-    """VerbsEnv on KEYS_DEV, made with KEYS_LIMITS (the module's parameters
-    are put back right after: the device keeps its own)."""
-    saved = {k: _param(k) for k in KEYS_LIMITS}
-    try:
-        for k, v in KEYS_LIMITS.items():
-            _param(k, v)
-        h.ip('link', 'add', KEYS_NETDEV, 'type', 'dummy')
-        h.ip('addr', 'add', f'{KEYS_ADDR}/24', 'dev', KEYS_NETDEV)
-        h.ip('link', 'set', KEYS_NETDEV, 'up')
-        h.link_add(KEYS_DEV, KEYS_NETDEV)
-    finally:
-        for k, v in saved.items():
-            _param(k, v)
-    try:
-        with h.VerbsEnv(second_pd=False, dev=KEYS_DEV,
-                        ipv4=KEYS_ADDR) as en:
-            assert en.ctx.query_device().max_mr == KEYS_LIMITS['max_mr']
-            en.mr_a = en.reg(SZ, h.access_all())
-            yield en
-    finally:
-        h.link_delete(KEYS_DEV, check=False)
-        h.ip('link', 'del', KEYS_NETDEV, check=False)
+    """VerbsEnv on KEYS_DEV, made with KEYS_LIMITS."""
+    with h.limited_device(KEYS_DEV, KEYS_NETDEV, KEYS_ADDR, KEYS_LIMITS), \
+            h.VerbsEnv(second_pd=False, dev=KEYS_DEV, ipv4=KEYS_ADDR) as en:
+        assert en.ctx.query_device().max_mr == KEYS_LIMITS['max_mr']
+        en.mr_a = en.reg(SZ, h.access_all())
+        yield en
 
 
 @pytest.fixture

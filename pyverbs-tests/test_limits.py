@@ -11,7 +11,6 @@ destroyed, and that sizes over the maximum are EINVAL.
 
 import errno
 import ipaddress
-import os
 
 import pyverbs.device as d
 import pyverbs.enums as e
@@ -26,7 +25,6 @@ import pytest
 
 import bzc_helpers as h
 
-PARAMS = '/sys/module/bzc/parameters'
 DEV1 = 'bzc1'
 NETDEV1 = 'bzctmp0'
 ADDR1 = '198.18.7.1'
@@ -38,36 +36,13 @@ RES_NAME = {'max_pd': 'pd', 'max_cq': 'cq', 'max_qp': 'qp', 'max_mr': 'mr',
             'max_srq': 'srq'}
 
 
-def _param(name):
-    with open(os.path.join(PARAMS, name)) as f:
-        return int(f.read())
-
-
-def _set_param(name, value):
-    with open(os.path.join(PARAMS, name), 'w') as f:
-        f.write(str(value))
-
-
 @pytest.fixture
 def small_dev():
-    """bzc1 on a new dummy netdev, created with the SMALL limits (the
-    parameters are put back right after: the device keeps its own)."""
-    saved = {k: _param(k) for k in SMALL}
-    try:
-        for k, v in SMALL.items():
-            _set_param(k, v)
-        h.ip('link', 'add', NETDEV1, 'type', 'dummy')
-        h.ip('addr', 'add', f'{ADDR1}/24', 'dev', NETDEV1)
-        h.ip('link', 'set', NETDEV1, 'up')
-        h.link_add(DEV1, NETDEV1)
-    finally:
-        for k, v in saved.items():
-            _set_param(k, v)
-    ctx = d.Context(name=DEV1)
-    yield ctx
-    ctx.close()
-    h.link_delete(DEV1, check=False)
-    h.ip('link', 'del', NETDEV1, check=False)
+    """bzc1 on a new dummy netdev, created with the SMALL limits."""
+    with h.limited_device(DEV1, NETDEV1, ADDR1, SMALL):
+        ctx = d.Context(name=DEV1)
+        yield ctx
+        ctx.close()
 
 
 def _gid_index(ctx):
@@ -178,12 +153,12 @@ def test_sizes_over_the_maximum_are_einval(small_dev):
 @pytest.mark.keeps_netdev
 @pytest.mark.parametrize('value', ['0', '-1', '4294967296', 'lots'])
 def test_parameter_out_of_range_refused(value):
-    before = _param('max_qp')
+    before = h.module_param('max_qp')
     with pytest.raises(OSError) as ex:
-        _set_param('max_qp', value)
+        h.module_param('max_qp', value)
     # kstrtouint(): ERANGE for a number past 32 bits
     assert ex.value.errno in (errno.EINVAL, errno.ERANGE)
-    assert _param('max_qp') == before
+    assert h.module_param('max_qp') == before
 
 
 @pytest.mark.keeps_netdev
@@ -192,4 +167,4 @@ def test_defaults_are_advertised(ctx):
     reports."""
     a = ctx.query_device()
     for k in SMALL:
-        assert getattr(a, k) == _param(k), k
+        assert getattr(a, k) == h.module_param(k), k
