@@ -501,7 +501,20 @@ class Capture:
             time.sleep(0.2)
 
     def stop(self):
-        """SIGINT: tcpdump writes out what it holds and exits."""
+        """Let tcpdump catch up with the last packets (the file stops
+        growing), then SIGINT: it writes out what it holds and exits.
+        Without the wait, packets still queued in the kernel for it when
+        the signal comes are lost: the last client's traffic, on a fast
+        machine."""
+        size, still_since = -1, time.monotonic()
+        deadline = still_since + 20
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            now_size = os.path.getsize(self.path)
+            if now_size != size:
+                size, still_since = now_size, time.monotonic()
+            elif time.monotonic() - still_since >= 2:
+                break
+            time.sleep(0.2)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
