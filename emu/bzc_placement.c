@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
- * bzc: the responder's side of the IBTA Memory Placement Extensions, RDMA
- * ATOMIC_WRITE and FLUSH (RC only). The requester (bzc_req.c) checks the
- * WQE and gathers ATOMIC_WRITE's 8 bytes into the message; here the target
- * QP's rights and the rkey are checked and the operation placed. Each
- * function answers with an AETH syndrome; a NAK is a class C error of the
- * responder, which bzc_resp.c takes the QP to the error state for.
+ * bzc: the responder's operations on single words and regions, RC only:
+ * the atomics (CMP_AND_SWP, FETCH_AND_ADD) and the IBTA Memory Placement
+ * Extensions, RDMA ATOMIC_WRITE and FLUSH. The requester (bzc_req.c)
+ * checks the WQE and gathers the operands into the message; here the
+ * target QP's rights and the rkey are checked and the operation placed.
+ * Each function answers with an AETH syndrome; a NAK is a class C error of
+ * the responder, which bzc_resp.c takes the QP to the error state for.
  *
  * Everything the device writes is a CPU store done before the WQE
  * completes, and WQEs execute in order, so a FLUSH finds every earlier
@@ -18,6 +19,69 @@
 #include "bzc_compat.h"
 #include "bzc_xport.h"
 
+/*
+ * The 8 bytes an atomic or ATOMIC_WRITE works on: an 8-byte aligned
+ * address under @rkey with @access, on a QP that allows @access. Returns
+ * BZC_AETH_ACK with *@mr referenced and the word mapped (kunmap_local(),
+ * then bzc_mr_put()), or the NAK: INV_REQ for a misaligned address,
+ * REM_ACCESS for missing rights or bounds.
+ */
+static u8 bzc_resp_map_u64(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			   int access, struct bzc_mr **mr, u64 **p)
+{
+	struct bzc_dev *bdev = to_bdev(tqp->ibqp.device);
+	u64 raddr = msg->remote_addr;
+	u64 off, byte;
+
+	if (!IS_ALIGNED(raddr, sizeof(u64)))
+		return BZC_AETH_NAK_INV_REQ;
+	if (!(READ_ONCE(tqp->access) & access))
+		return BZC_AETH_NAK_REM_ACCESS;
+	*mr = bzc_rkey_get(bdev, msg->rkey, tqp, raddr, sizeof(u64), access,
+			   &off);
+	if (!*mr)
+		return BZC_AETH_NAK_REM_ACCESS;
+	/* An iova aligned otherwise than the pages is misaligned there. */
+	byte = (*mr)->page_off + off;
+	if (!IS_ALIGNED(byte, sizeof(u64))) {
+		bzc_mr_put(*mr);
+		return BZC_AETH_NAK_INV_REQ;
+	}
+	/* Aligned 8 bytes never straddle a page. */
+	*p = kmap_local_page((*mr)->pages[byte >> PAGE_SHIFT]) +
+	     offset_in_page(byte);
+	return BZC_AETH_ACK;
+}
+
+/**
+ * bzc_resp_atomic() - execute CMP_AND_SWP or FETCH_AND_ADD at a responder
+ * @tqp: the responder QP
+ * @msg: the message: opcode, remote_addr, rkey, compare_add and swap
+ * @orig: where the original value goes, for the atomic ACK
+ *
+ * Atomic against the CPUs and other atomics too; needs remote atomic
+ * rights on the QP and the rkey.
+ *
+ * Return: BZC_AETH_ACK, or the NAK syndrome (see bzc_resp_map_u64()).
+ */
+u8 bzc_resp_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg, u64 *orig)
+{
+	struct bzc_mr *mr;
+	u64 *p;
+	u8 syndrome;
+
+	syndrome = bzc_resp_map_u64(tqp, msg, IB_ACCESS_REMOTE_ATOMIC, &mr, &p);
+	if (syndrome != BZC_AETH_ACK)
+		return syndrome;
+	if (msg->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
+		*orig = cmpxchg64(p, msg->compare_add, msg->swap);
+	else
+		*orig = atomic64_fetch_add(msg->compare_add, (atomic64_t *)p);
+	kunmap_local(p);
+	bzc_mr_put(mr);
+	return BZC_AETH_ACK;
+}
+
 /**
  * bzc_resp_atomic_write() - place an RDMA ATOMIC_WRITE at a responder
  * @tqp: the responder QP
@@ -27,35 +91,18 @@
  * write rights, on a QP that allows remote writes, as one store: no other
  * access, atomics included, sees part of it.
  *
- * Return: BZC_AETH_ACK, BZC_AETH_NAK_INV_REQ for a misaligned address
- * (IBA oA19-28), BZC_AETH_NAK_REM_ACCESS for missing rights or bounds.
+ * Return: BZC_AETH_ACK, or the NAK syndrome (see bzc_resp_map_u64()).
  */
 u8 bzc_resp_atomic_write(struct bzc_qp *tqp, const struct bzc_msg *msg)
 {
-	struct bzc_dev *bdev = to_bdev(tqp->ibqp.device);
-	u64 raddr = msg->remote_addr;
 	struct bzc_mr *mr;
-	u64 off, byte;
-	void *p;
+	u64 *p;
+	u8 syndrome;
 
-	if (!IS_ALIGNED(raddr, sizeof(u64)))
-		return BZC_AETH_NAK_INV_REQ;
-	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_WRITE))
-		return BZC_AETH_NAK_REM_ACCESS;
-	mr = bzc_rkey_get(bdev, msg->rkey, tqp, raddr, sizeof(u64),
-			  IB_ACCESS_REMOTE_WRITE, &off);
-	if (!mr)
-		return BZC_AETH_NAK_REM_ACCESS;
-	/* An iova aligned otherwise than the pages is misaligned there. */
-	byte = mr->page_off + off;
-	if (!IS_ALIGNED(byte, sizeof(u64))) {
-		bzc_mr_put(mr);
-		return BZC_AETH_NAK_INV_REQ;
-	}
-	/* Aligned 8 bytes never straddle a page. */
-	p = kmap_local_page(mr->pages[byte >> PAGE_SHIFT]) +
-	    offset_in_page(byte);
-	atomic64_set(p, msg->swap);
+	syndrome = bzc_resp_map_u64(tqp, msg, IB_ACCESS_REMOTE_WRITE, &mr, &p);
+	if (syndrome != BZC_AETH_ACK)
+		return syndrome;
+	atomic64_set((atomic64_t *)p, msg->swap);
 	kunmap_local(p);
 	bzc_mr_put(mr);
 	return BZC_AETH_ACK;

@@ -352,46 +352,6 @@ static void bzc_resp_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	bzc_sgl_put(remote);
 }
 
-/*
- * 64-bit atomics on the peer's memory, atomic against the CPUs too. The
- * original value goes back in the answer.
- */
-static void bzc_resp_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg,
-			    const struct bzc_resp_scratch *scratch,
-			    struct bzc_resp_result *res)
-{
-	u64 raddr = msg->remote_addr;
-	struct bzc_sgl *remote = scratch->sgl;
-	struct bzc_seg *seg;
-	u64 *p, byte;
-
-	if (!IS_ALIGNED(raddr, sizeof(u64))) {
-		bzc_responder_error(tqp, msg, BZC_AETH_NAK_INV_REQ, res);
-		return;
-	}
-	bzc_sgl_init(remote);
-	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_ATOMIC) ||
-	    !bzc_sgl_add(remote, to_bdev(tqp->ibqp.device), NULL, tqp,
-			 msg->rkey, raddr, sizeof(u64),
-			 IB_ACCESS_REMOTE_ATOMIC)) {
-		bzc_responder_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
-		return;
-	}
-
-	/* Aligned 8 bytes never straddle a page. */
-	seg = &remote->seg[0];
-	byte = seg->mr->page_off + seg->off;
-	p = kmap_local_page(seg->mr->pages[byte >> PAGE_SHIFT]) +
-	    offset_in_page(byte);
-	if (msg->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
-		res->atomic_orig = cmpxchg64(p, msg->compare_add, msg->swap);
-	else
-		res->atomic_orig = atomic64_fetch_add(msg->compare_add,
-						      (atomic64_t *)p);
-	kunmap_local(p);
-	bzc_sgl_put(remote);
-}
-
 /**
  * bzc_resp_execute() - a message arrives at a QP
  * @tqp: the target QP, referenced by the caller
@@ -428,16 +388,16 @@ bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	case IB_UVERBS_WR_RDMA_READ:
 		bzc_resp_read(tqp, msg, scratch, may_sleep, res);
 		break;
-	case BZC_WR_ATOMIC_WRITE:
-	case BZC_WR_FLUSH:
-		syndrome = msg->opcode == BZC_WR_FLUSH ?
-			   bzc_resp_flush(tqp, msg) :
-			   bzc_resp_atomic_write(tqp, msg);
+	default:
+		if (msg->opcode == BZC_WR_ATOMIC_WRITE)
+			syndrome = bzc_resp_atomic_write(tqp, msg);
+		else if (msg->opcode == BZC_WR_FLUSH)
+			syndrome = bzc_resp_flush(tqp, msg);
+		else
+			syndrome = bzc_resp_atomic(tqp, msg,
+						   &res->atomic_orig);
 		if (syndrome != BZC_AETH_ACK)
 			bzc_responder_error(tqp, msg, syndrome, res);
-		break;
-	default:
-		bzc_resp_atomic(tqp, msg, scratch, res);
 		break;
 	}
 	return true;

@@ -100,7 +100,8 @@ bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		      const struct bzc_resp_scratch *scratch, bool may_sleep,
 		      struct bzc_resp_result *res);
 
-/* bzc_placement.c: ATOMIC_WRITE and FLUSH at the responder */
+/* bzc_placement.c: atomics, ATOMIC_WRITE and FLUSH at the responder */
+u8 bzc_resp_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg, u64 *orig);
 u8 bzc_resp_atomic_write(struct bzc_qp *tqp, const struct bzc_msg *msg);
 u8 bzc_resp_flush(struct bzc_qp *tqp, const struct bzc_msg *msg);
 
