@@ -334,14 +334,14 @@ BZC_EXPORT int bzcdv_post_bulk(struct bzcdv_bulk_chan *dv,
 	if (!wr)
 		return 0;
 
-	pthread_spin_lock(&chan->wq.lock);
+	bzc_wq_lock(&chan->wq);
 	/*
 	 * A stopped channel runs nothing more: refuse before publishing, so
 	 * that this EIO means "not posted".  One that stops after this look
 	 * flushes what its doorbell reads: those are posted.
 	 */
 	if (__atomic_load_n(&chan->wq.hdr->error, __ATOMIC_ACQUIRE)) {
-		pthread_spin_unlock(&chan->wq.lock);
+		bzc_wq_unlock(&chan->wq);
 		bzc_dbg(dv->context,
 			"bulk channel %u is stopped (its CQ or receive CQ overflowed)\n",
 			dv->chan_num);
@@ -358,7 +358,7 @@ BZC_EXPORT int bzcdv_post_bulk(struct bzcdv_bulk_chan *dv,
 	posted = chan->wq.prod != start;
 	if (posted)
 		bzc_wq_publish(&chan->wq);
-	pthread_spin_unlock(&chan->wq.lock);
+	bzc_wq_unlock(&chan->wq);
 
 	if (ret) {
 		bzc_dbg(dv->context,

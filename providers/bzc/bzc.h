@@ -29,10 +29,22 @@ struct bzc_device {
 };
 
 /* A PD, or a parent domain over one (pd.c). */
+/*
+ * A thread domain (ibv_alloc_td): the application promises that one
+ * thread at a time uses the queues created under it, so their provider
+ * locks are not taken (see bzc_wq.single_threaded, bzc_cq.single_threaded).
+ */
+struct bzc_td {
+	struct ibv_td ibtd;
+	atomic_uint parents;		/* parent domains naming it */
+};
+
 struct bzc_pd {
 	struct ibv_pd ibpd;
 	/* Parent domain: its protection domain; NULL in a PD. */
 	struct bzc_pd *protection;
+	/* Parent domain: its thread domain, or NULL. */
+	struct bzc_td *td;
 	atomic_uint parents;		/* PD: parent domains over it */
 };
 
@@ -83,7 +95,8 @@ _Static_assert(sizeof(struct ubzc_alloc_ucontext_resp) ==
  * batch of the extended API (which holds it throughout), req_notify_cq and
  * resize_cq, which swaps the ring.  So a thread must not arm or resize a
  * CQ between its own start_poll and end_poll.  Not taken at all for a CQ
- * created with IBV_CREATE_CQ_ATTR_SINGLE_THREADED.
+ * created with IBV_CREATE_CQ_ATTR_SINGLE_THREADED or on a parent domain
+ * with a thread domain.
  */
 struct bzc_cq {
 	struct verbs_cq vcq;
@@ -98,7 +111,7 @@ struct bzc_cq {
 	size_t ring_len;
 	struct bzc_cqe *cqes;
 	uint32_t entries;		/* a power of two */
-	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED: the caller serialises. */
+	/* Single-threaded or on a thread domain: the caller serialises. */
 	bool single_threaded;
 
 	/*
@@ -174,6 +187,8 @@ struct bzc_wq {
 	uint32_t cons;
 	uint32_t max_sge;
 	uint32_t max_inline;		/* SQ only */
+	/* Created under a thread domain: the caller serialises, no lock. */
+	bool single_threaded;
 };
 
 struct bzc_qp {
@@ -278,6 +293,24 @@ static inline int bzc_refuse(int err, const char *why)
 	verbs_err(&to_bctx(ibctx)->ibv_ctx, format, ##__VA_ARGS__)
 #define bzc_dbg(ibctx, format, ...)                                            \
 	verbs_debug(&to_bctx(ibctx)->ibv_ctx, format, ##__VA_ARGS__)
+
+/* The lock of a work queue, unless the queue is on a thread domain. */
+static inline void bzc_wq_lock(struct bzc_wq *wq)
+{
+	if (!wq->single_threaded)
+		pthread_spin_lock(&wq->lock);
+}
+
+static inline void bzc_wq_unlock(struct bzc_wq *wq)
+{
+	if (!wq->single_threaded)
+		pthread_spin_unlock(&wq->lock);
+}
+
+static inline struct bzc_td *to_btd(struct ibv_td *ibtd)
+{
+	return container_of(ibtd, struct bzc_td, ibtd);
+}
 
 static inline struct bzc_pd *to_bpd(struct ibv_pd *ibpd)
 {
@@ -405,6 +438,10 @@ struct ibv_pd *bzc_alloc_pd(struct ibv_context *context);
 struct ibv_pd *bzc_alloc_parent_domain(struct ibv_context *context,
 				       struct ibv_parent_domain_init_attr *attr);
 int bzc_dealloc_pd(struct ibv_pd *ibpd);
+struct ibv_td *bzc_alloc_td(struct ibv_context *context,
+			    struct ibv_td_init_attr *attr);
+int bzc_dealloc_td(struct ibv_td *ibtd);
+bool bzc_pd_single_threaded(struct ibv_pd *ibpd);
 
 /* cq.c */
 struct ibv_cq *bzc_create_cq(struct ibv_context *context, int cqe,

@@ -532,6 +532,9 @@ struct ibv_cq_ex *bzc_create_cq_ex(struct ibv_context *context,
 	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	    (attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED))
 		cq->single_threaded = true;
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    bzc_pd_single_threaded(attr->parent_domain))
+		cq->single_threaded = true;
 
 	ret = ibv_cmd_create_cq_ex(context, attr, &cq->vcq, NULL, 0,
 				   &resp.ibv_resp, sizeof(resp), 0);

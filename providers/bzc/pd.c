@@ -11,6 +11,12 @@
  * only they would be given); the API allows that. A CQ may
  * name a parent domain (IBV_CQ_INIT_ATTR_MASK_PD) for the same reason,
  * and gets the same ring.
+ *
+ * A thread domain (ibv_alloc_td) exists only here, in the provider: a
+ * parent domain that names one makes the QPs and CQs created on it
+ * single-threaded, so posting and polling take no provider lock. The
+ * kernel side needs no change: bzc has no doorbell pages to hand out per
+ * thread, the one resource hardware providers tie to a thread domain.
  */
 
 #include <errno.h>
@@ -41,10 +47,47 @@ struct ibv_pd *bzc_alloc_pd(struct ibv_context *context)
 	return &pd->ibpd;
 }
 
+/* A thread domain; no comp_mask bit is defined, any is EINVAL. */
+struct ibv_td *bzc_alloc_td(struct ibv_context *context,
+			    struct ibv_td_init_attr *attr)
+{
+	struct bzc_td *td;
+
+	if (attr->comp_mask) {
+		bzc_err(context, "unknown comp_mask bits %#x\n",
+			attr->comp_mask);
+		errno = EINVAL;
+		return NULL;
+	}
+	td = calloc(1, sizeof(*td));
+	if (!td)
+		return NULL;
+	td->ibtd.context = context;
+	atomic_init(&td->parents, 0);
+	return &td->ibtd;
+}
+
+/* EBUSY while a parent domain names the thread domain. */
+int bzc_dealloc_td(struct ibv_td *ibtd)
+{
+	struct bzc_td *td = to_btd(ibtd);
+
+	if (atomic_load(&td->parents))
+		return EBUSY;
+	free(td);
+	return 0;
+}
+
+/* Queues created on @ibpd skip the provider's locks. */
+bool bzc_pd_single_threaded(struct ibv_pd *ibpd)
+{
+	return to_bpd(ibpd)->td;
+}
+
 /*
- * A parent domain over attr->pd, a PD (not a parent domain) of @context.
- * EINVAL for unknown comp_mask bits, a missing or foreign PD, or a thread
- * domain (bzc has none: ibv_alloc_td is not supported).
+ * A parent domain over attr->pd, a PD (not a parent domain) of @context,
+ * with attr->td, a thread domain of @context, if given. EINVAL for unknown
+ * comp_mask bits, a missing or foreign PD or a foreign thread domain.
  */
 struct ibv_pd *bzc_alloc_parent_domain(struct ibv_context *context,
 				       struct ibv_parent_domain_init_attr *attr)
@@ -60,10 +103,12 @@ struct ibv_pd *bzc_alloc_parent_domain(struct ibv_context *context,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!attr->pd || attr->pd->context != context || attr->td) {
+	if (!attr->pd || attr->pd->context != context ||
+	    (attr->td && attr->td->context != context)) {
 		bzc_err(context, "%s\n",
-			attr->td ? "thread domains are not supported" :
-				   "no PD of this context");
+			attr->pd && attr->pd->context == context ?
+				"thread domain of another context" :
+				"no PD of this context");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -80,8 +125,12 @@ struct ibv_pd *bzc_alloc_parent_domain(struct ibv_context *context,
 	parent->ibpd.context = context;
 	parent->ibpd.handle = pd->ibpd.handle;
 	parent->protection = pd;
-	/* The protection domain stays until its parent domains are gone. */
+	/* PD and thread domain stay until their parent domains are gone. */
 	atomic_fetch_add(&pd->parents, 1);
+	if (attr->td) {
+		parent->td = to_btd(attr->td);
+		atomic_fetch_add(&parent->td->parents, 1);
+	}
 	return &parent->ibpd;
 }
 
@@ -96,6 +145,8 @@ int bzc_dealloc_pd(struct ibv_pd *ibpd)
 
 	if (pd->protection) {
 		atomic_fetch_sub(&pd->protection->parents, 1);
+		if (pd->td)
+			atomic_fetch_sub(&pd->td->parents, 1);
 		free(pd);
 		return 0;
 	}

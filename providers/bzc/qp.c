@@ -155,6 +155,8 @@ struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 		return NULL;
 	}
 
+	qp->sq.single_threaded = bzc_pd_single_threaded(pd);
+	qp->rq.single_threaded = qp->sq.single_threaded;
 	ret = bzc_qp_finish_create(pd->context, qp, &attr->cap,
 				   attr->sq_sig_all, attr->srq != NULL,
 				   &resp.drv_payload);
@@ -228,6 +230,8 @@ struct ibv_qp *bzc_create_qp_ex(struct ibv_context *context,
 		return NULL;
 	}
 
+	qp->sq.single_threaded = bzc_pd_single_threaded(attr->pd);
+	qp->rq.single_threaded = qp->sq.single_threaded;
 	ret = bzc_qp_finish_create(context, qp, &attr->cap, attr->sq_sig_all,
 				   attr->srq != NULL, &resp.drv_payload);
 	if (ret) {
@@ -365,7 +369,7 @@ int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		return EINVAL;
 	}
 
-	pthread_spin_lock(&rq->lock);
+	bzc_wq_lock(rq);
 	start = rq->prod;
 	for (; wr; wr = wr->next) {
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
@@ -382,7 +386,7 @@ int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	posted = rq->prod != start;
 	if (posted)
 		bzc_wq_publish(rq);
-	pthread_spin_unlock(&rq->lock);
+	bzc_wq_unlock(rq);
 
 	if (ret == EINVAL)
 		bzc_dbg(ibqp->context,

@@ -169,9 +169,9 @@ int bzc_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		if ((attr_mask & IBV_SRQ_LIMIT) &&
 		    attr->srq_limit > attr->max_wr)
 			return EINVAL;
-		pthread_spin_lock(&srq->wq.lock);
+		bzc_wq_lock(&srq->wq);
 		ret = srq->wq.hdr ? bzc_srq_resize(srq, attr->max_wr) : EIO;
-		pthread_spin_unlock(&srq->wq.lock);
+		bzc_wq_unlock(&srq->wq);
 		if (ret)
 			return ret;
 		attr->max_wr = srq->wq.entries;
@@ -212,7 +212,7 @@ int bzc_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	uint32_t start;
 	int ret = 0;
 
-	pthread_spin_lock(&wq->lock);
+	bzc_wq_lock(wq);
 	start = wq->prod;
 	/* A resize whose new ring could not be mapped lost the ring. */
 	if (!wq->hdr)
@@ -231,7 +231,7 @@ int bzc_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	}
 	if (wq->prod != start)
 		bzc_wq_publish(wq);
-	pthread_spin_unlock(&wq->lock);
+	bzc_wq_unlock(wq);
 
 	if (ret == EINVAL)
 		bzc_dbg(ibsrq->context, "SRQ: receive with %d SGEs, max_sge is %u\n",

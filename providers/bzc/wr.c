@@ -471,7 +471,7 @@ int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		return ret;
 	}
 
-	pthread_spin_lock(&qp->sq.lock);
+	bzc_wq_lock(&qp->sq);
 	start = qp->sq.prod;
 	for (; wr; wr = wr->next) {
 		ret = bzc_build_send_wr(qp, qp->sq.prod, wr);
@@ -482,7 +482,7 @@ int bzc_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	posted = qp->sq.prod != start;
 	if (posted)
 		bzc_wq_publish(&qp->sq);
-	pthread_spin_unlock(&qp->sq.lock);
+	bzc_wq_unlock(&qp->sq);
 
 	/* WRs before a bad one are posted, and need the doorbell too. */
 	if (ret) {
@@ -510,7 +510,7 @@ int bzc_post_bind_type1(struct bzc_qp *qp, const struct ibv_mw_bind *mw_bind,
 		return ret;
 	}
 
-	pthread_spin_lock(&qp->sq.lock);
+	bzc_wq_lock(&qp->sq);
 	ret = bzc_wqe_start(qp, qp->sq.prod, mw_bind->wr_id, IBV_WR_BIND_MW,
 			    mw_bind->send_flags, &wqe);
 	if (!ret) {
@@ -519,7 +519,7 @@ int bzc_post_bind_type1(struct bzc_qp *qp, const struct ibv_mw_bind *mw_bind,
 		qp->sq.prod++;
 		bzc_wq_publish(&qp->sq);
 	}
-	pthread_spin_unlock(&qp->sq.lock);
+	bzc_wq_unlock(&qp->sq);
 
 	if (ret) {
 		bzc_sq_refused(qp, mw_bind->wr_id, ret);
@@ -543,7 +543,7 @@ static void bzc_wr_start(struct ibv_qp_ex *ibqp)
 {
 	struct bzc_qp *qp = to_bqp_ex(ibqp);
 
-	pthread_spin_lock(&qp->sq.lock);
+	bzc_wq_lock(&qp->sq);
 	qp->wr_count = 0;
 	qp->wr_cur = NULL;
 	qp->wr_err = bzc_sq_check_state(qp);
@@ -555,7 +555,7 @@ static int bzc_wr_complete(struct ibv_qp_ex *ibqp)
 	int ret = qp->wr_err;
 
 	if (ret || !qp->wr_count) {
-		pthread_spin_unlock(&qp->sq.lock);
+		bzc_wq_unlock(&qp->sq);
 		if (ret)
 			bzc_dbg(ibqp->qp_base.context,
 				"QP %u: ibv_wr_* batch refused (%s): %s\n",
@@ -569,7 +569,7 @@ static int bzc_wr_complete(struct ibv_qp_ex *ibqp)
 	 */
 	qp->sq.prod += qp->wr_count;
 	bzc_wq_publish(&qp->sq);
-	pthread_spin_unlock(&qp->sq.lock);
+	bzc_wq_unlock(&qp->sq);
 
 	bzc_sq_doorbell(qp);
 	return 0;
@@ -579,7 +579,7 @@ static void bzc_wr_abort(struct ibv_qp_ex *ibqp)
 {
 	struct bzc_qp *qp = to_bqp_ex(ibqp);
 
-	pthread_spin_unlock(&qp->sq.lock);
+	bzc_wq_unlock(&qp->sq);
 }
 
 /* Begin the next WQE of the batch, with ibqp->wr_id and ->wr_flags. */
