@@ -192,6 +192,7 @@ struct bzc_cq {
 	struct bzc_ring ring;
 	u32 prod;			/* the kernel's copy, never read back */
 	bool overflowed;
+	bool timestamps;		/* IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION */
 };
 
 struct bzc_mr {

@@ -22,7 +22,7 @@ static_assert(offsetof(struct bzc_cq_ring_hdr, cons) == BZC_RING_LINE);
 static_assert(offsetof(struct bzc_cq_ring_hdr, arm) == BZC_RING_LINE + 4);
 static_assert(sizeof(struct bzc_cq_ring_hdr) == BZC_CQ_RING_CQE_OFFSET);
 
-static_assert(sizeof(struct bzc_cqe) == 40);
+static_assert(sizeof(struct bzc_cqe) == 56);
 static_assert(offsetof(struct bzc_cqe, wr_id) == 0);
 static_assert(offsetof(struct bzc_cqe, byte_len) == 8);
 static_assert(offsetof(struct bzc_cqe, imm_data) == 12);
@@ -36,6 +36,8 @@ static_assert(offsetof(struct bzc_cqe, opcode) == 33);
 static_assert(offsetof(struct bzc_cqe, wc_flags) == 34);
 static_assert(offsetof(struct bzc_cqe, sl) == 35);
 static_assert(offsetof(struct bzc_cqe, dlid_path_bits) == 36);
+static_assert(offsetof(struct bzc_cqe, timestamp) == 40);
+static_assert(offsetof(struct bzc_cqe, wallclock_ns) == 48);
 
 static_assert(sizeof(struct bzc_create_cq_resp) == 16);
 static_assert(offsetof(struct bzc_create_cq_resp, mmap_key) == 0);

@@ -60,7 +60,7 @@ int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	u32 entries;
 	int err;
 
-	if (attr->flags)
+	if (attr->flags & ~IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION)
 		return -EOPNOTSUPP;
 	if (attr->comp_vector >= ibcq->device->num_comp_vectors)
 		return -EINVAL;
@@ -76,6 +76,7 @@ int bzc_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		return err;
 
 	spin_lock_init(&cq->lock);
+	cq->timestamps = attr->flags & IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION;
 	err = bzc_cq_ring_alloc(&cq->ring, udata, entries);
 	if (err)
 		goto err_count;
@@ -200,6 +201,7 @@ bool bzc_cq_write(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited,
 		  u32 *calls)
 {
 	struct bzc_cq_ring_hdr *hdr;
+	struct bzc_cqe *slot;
 	bool posted = false;
 	unsigned long flags;
 	u32 cons, arm;
@@ -217,7 +219,13 @@ bool bzc_cq_write(struct bzc_cq *cq, const struct bzc_cqe *cqe, bool solicited,
 		goto out_unlock;
 	}
 
-	memcpy(bzc_cq_slot(&cq->ring, cq->prod), cqe, sizeof(*cqe));
+	slot = bzc_cq_slot(&cq->ring, cq->prod);
+	memcpy(slot, cqe, sizeof(*cqe));
+	/* Stamped under the lock: monotonic in the order of the ring. */
+	if (cq->timestamps) {
+		slot->timestamp = cpu_to_le64(ktime_get_ns());
+		slot->wallclock_ns = cpu_to_le64(ktime_get_real_ns());
+	}
 	cq->prod++;
 	/* The CQE is in place before the process can see prod. */
 	smp_store_release(&hdr->prod, cpu_to_le32(cq->prod));

@@ -141,7 +141,7 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_qp_init_rd_atom = BZC_MAX_QP_RD_ATOM;
 	a->max_res_rd_atom = BZC_MAX_QP_RD_ATOM * a->max_qp;
 	a->atomic_cap = IB_ATOMIC_HCA;
-	/* SRQ rings are sized like RQ rings; they are not resizable. */
+	/* SRQ rings are sized like RQ rings (and resized by a method). */
 	a->max_srq = bzc_limit(&bzc_max_srq);
 	a->max_srq_wr = a->max_qp_wr;
 	a->max_srq_sge = BZC_MAX_SGE;
@@ -152,6 +152,9 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_mcast_qp_attach = BZC_MAX_MCAST_QP_ATTACH;
 	a->max_total_mcast_qp_attach = BZC_MAX_MCAST_ATTACH;
 	a->local_ca_ack_delay = 15;
+	/* Completion timestamps: CLOCK_MONOTONIC in ns, 64 bits. */
+	a->hca_core_clock = NSEC_PER_SEC / 1000;	/* kHz */
+	a->timestamp_mask = U64_MAX;
 }
 
 /* Port state follows the netdev: ACTIVE while it is up with carrier. */
@@ -258,9 +261,10 @@ static int bzc_alloc_ucontext(struct ib_ucontext *ibuc,
 	if (req.comp_mask & ~(u64)BZC_ALLOC_UCTX_REQ_MASK_ALL)
 		return -EOPNOTSUPP;
 	/* A provider with the old ring layout would corrupt every ring. */
-	if (!(req.comp_mask & BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR)) {
+	if ((req.comp_mask & BZC_ALLOC_UCTX_REQ_MASK_ALL) !=
+	    BZC_ALLOC_UCTX_REQ_MASK_ALL) {
 		ibdev_info_ratelimited(ibuc->device,
-				       "%s[%d]: provider predates the split ring headers; update it\n",
+				       "%s[%d]: provider predates this module's ring layout (split headers, CQE timestamps); update it\n",
 				       current->comm, task_pid_nr(current));
 		return -EOPNOTSUPP;
 	}

@@ -64,7 +64,7 @@ class Rig:
     slots [64, 128)."""
 
     def __init__(self, a_scq=64, b_rcq=64, channel=False, cqex=False,
-                 rnr_retry=7):
+                 rnr_retry=7, wc_flags=e.IBV_WC_STANDARD_FLAGS):
         self.ctx, self.async_fd = h.open_pyverbs_context()
         self.objs = []
         self.pd = PD(self.ctx)
@@ -75,8 +75,8 @@ class Rig:
 
         def cq(depth):
             if cqex:
-                c = CQEX(self.ctx, CqInitAttrEx(
-                    cqe=depth, wc_flags=e.IBV_WC_STANDARD_FLAGS))
+                c = CQEX(self.ctx, CqInitAttrEx(cqe=depth,
+                                                wc_flags=wc_flags))
             else:
                 c = CQ(self.ctx, depth, None,
                        self.ch.ch if self.ch else None, 0)
@@ -431,18 +431,77 @@ def test_cq_ex_read_fields(rigs):
 
 def test_cq_ex_refuses_what_it_cannot_do(ctx):
     """ibv_create_cq_ex: IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN is EOPNOTSUPP
-    (an overflow always puts a bzc CQ in error), so is a completion
-    timestamp; the standard fields and SINGLE_THREADED are accepted."""
+    (an overflow always puts a bzc CQ in error), so is a CVLAN; the
+    standard fields and SINGLE_THREADED are accepted."""
     def make(**kw):
         return CQEX(ctx, CqInitAttrEx(cqe=8, **kw))
     assert rdma_error(lambda: make(
         comp_mask=e.IBV_CQ_INIT_ATTR_MASK_FLAGS,
         flags=e.IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)) == errno.EOPNOTSUPP
     assert rdma_error(lambda: make(
-        wc_flags=e.IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)) == errno.EOPNOTSUPP
+        wc_flags=e.IBV_WC_EX_WITH_CVLAN)) == errno.EOPNOTSUPP
     make(wc_flags=e.IBV_WC_STANDARD_FLAGS,
          comp_mask=e.IBV_CQ_INIT_ATTR_MASK_FLAGS,
          flags=e.IBV_CREATE_CQ_ATTR_SINGLE_THREADED).close()
+
+
+# --------------------------------------------------------------------------
+# completion timestamps
+# --------------------------------------------------------------------------
+
+TS_FLAGS = (e.IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+            e.IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+
+
+def test_device_clock(ctx):
+    """The device clock is CLOCK_MONOTONIC in ns: hca_core_clock 1 GHz
+    (in kHz), a 64-bit mask, and ibv_query_rt_values_ex() reads it."""
+    attr = ctx.query_device_ex()
+    assert attr.hca_core_clock == 1000000
+    assert attr.completion_timestamp_mask == (1 << 64) - 1
+    before = time.monotonic_ns()
+    sec, nsec = ctx.query_rt_values_ex()
+    after = time.monotonic_ns()
+    assert before <= sec * 10**9 + nsec <= after
+
+
+@pytest.mark.parametrize('wc_flags', [
+    TS_FLAGS, e.IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK],
+    ids=['both', 'wallclock_only'])
+def test_completion_timestamps(rigs, wc_flags):
+    """Each CQE carries when it was written: the device clock and the
+    wall clock lie between the clock readings around its post and its
+    poll, and neither goes backwards along one CQ (sender's and
+    receiver's CQs, 16 messages, some apart in time)."""
+    r = rigs(cqex=True, wc_flags=e.IBV_WC_STANDARD_FLAGS | wc_flags)
+    stamps = {'scq': [], 'rcq': []}
+    for i in range(16):
+        r.recv(0x100 + i, i)
+        mono0, wall0 = time.monotonic_ns(), time.time_ns()
+        r.post(i, i, opcode=e.IBV_WR_SEND, length=32)
+        for name, cq in (('scq', r.a.scq), ('rcq', r.b.rcq)):
+            cqex_poll_one(cq)
+            assert cq.status == e.IBV_WC_SUCCESS, (name, i, cq.status)
+            wall = cq.read_completion_wallclock_ns()
+            mono = (cq.read_timestamp()
+                    if wc_flags & e.IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
+                    else None)
+            cq.end_poll()
+            stamps[name].append((mono, wall))
+            assert wall0 <= wall <= time.time_ns(), (name, i)
+            if mono is not None:
+                assert mono0 <= mono <= time.monotonic_ns(), (name, i)
+        if i % 4 == 3:
+            time.sleep(0.01)
+    for name, s in stamps.items():
+        walls = [w for _, w in s]
+        assert walls == sorted(walls), name
+        monos = [m for m, _ in s]
+        if monos[0] is not None:
+            assert monos == sorted(monos), name
+            # 10 ms pauses show in the device clock
+            assert monos[-1] - monos[0] >= 3 * 10**7, name
+    assert all(r.landed(i, 32) for i in range(16))
 
 
 # --------------------------------------------------------------------------

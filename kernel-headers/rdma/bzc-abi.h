@@ -71,6 +71,14 @@ struct bzc_cqe {
 	__u8 sl;
 	__u8 dlid_path_bits;
 	__u8 pad[3];
+	/*
+	 * When the CQE was written, in nanoseconds: CLOCK_MONOTONIC (the
+	 * device clock, hca_core_clock 1 GHz) and CLOCK_REALTIME. Only in a
+	 * CQ created with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION; 0 in
+	 * others.
+	 */
+	__aligned_le64 timestamp;
+	__aligned_le64 wallclock_ns;
 };
 
 /* IB_USER_VERBS_CMD_CREATE_CQ and _RESIZE_CQ / UVERBS_METHOD_CQ_CREATE */

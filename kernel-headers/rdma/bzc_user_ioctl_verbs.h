@@ -31,7 +31,13 @@ enum bzc_alloc_ucontext_req_mask {
 	 * a module from either side of the change never share a ring.
 	 */
 	BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR = 1 << 0,
-	BZC_ALLOC_UCTX_REQ_MASK_ALL = BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR,
+	/*
+	 * The provider reads CQEs of 56 bytes, with the completion
+	 * timestamps (struct bzc_cqe). Required, for the same reason.
+	 */
+	BZC_ALLOC_UCTX_REQ_CQE_TIMESTAMPS = 1 << 1,
+	BZC_ALLOC_UCTX_REQ_MASK_ALL = BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR |
+				      BZC_ALLOC_UCTX_REQ_CQE_TIMESTAMPS,
 };
 
 /* bzc_alloc_ucontext_resp.comp_mask: which response fields are valid. */

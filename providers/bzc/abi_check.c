@@ -53,7 +53,7 @@ _Static_assert(BZC_CQ_RING_CQE_OFFSET >= sizeof(struct bzc_cq_ring_hdr),
 	       "CQE slots overlap the ring header");
 _Static_assert(BZC_CQ_RING_CQE_OFFSET % 8 == 0, "CQE slots misaligned");
 
-BZC_CHECK_SIZE(bzc_cqe, 40);
+BZC_CHECK_SIZE(bzc_cqe, 56);
 BZC_CHECK_OFFSET(bzc_cqe, wr_id, 0);
 BZC_CHECK_OFFSET(bzc_cqe, byte_len, 8);
 BZC_CHECK_OFFSET(bzc_cqe, imm_data, 12);
@@ -68,6 +68,8 @@ BZC_CHECK_OFFSET(bzc_cqe, wc_flags, 34);
 BZC_CHECK_OFFSET(bzc_cqe, sl, 35);
 BZC_CHECK_OFFSET(bzc_cqe, dlid_path_bits, 36);
 BZC_CHECK_OFFSET(bzc_cqe, pad, 37);
+BZC_CHECK_OFFSET(bzc_cqe, timestamp, 40);
+BZC_CHECK_OFFSET(bzc_cqe, wallclock_ns, 48);
 /* Slots follow each other with their 64-bit wr_id aligned. */
 _Static_assert(_Alignof(struct bzc_cqe) == 8, "bzc_cqe alignment");
 

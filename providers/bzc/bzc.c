@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rdma/bzc_user_ioctl_verbs.h>
 
@@ -64,6 +65,24 @@ static int bzc_query_device_ex(struct ibv_context *context,
 		 (unsigned int)(fw_ver >> 16) & 0xffff,
 		 (unsigned int)fw_ver & 0xffff);
 
+	return 0;
+}
+
+/*
+ * The device clock is the kernel's CLOCK_MONOTONIC in nanoseconds (the
+ * CQE timestamps, hca_core_clock 1 GHz), which this process reads itself.
+ */
+static int bzc_query_rt_values(struct ibv_context *context,
+			       struct ibv_values_ex *values)
+{
+	uint32_t asked = values->comp_mask;
+
+	values->comp_mask = 0;
+	if (asked & IBV_VALUES_MASK_RAW_CLOCK) {
+		if (clock_gettime(CLOCK_MONOTONIC, &values->raw_clock))
+			return errno;
+		values->comp_mask |= IBV_VALUES_MASK_RAW_CLOCK;
+	}
 	return 0;
 }
 
@@ -122,6 +141,7 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.query_device_ex = bzc_query_device_ex,
 	.query_port = bzc_query_port,
 	.query_qp = bzc_query_qp,
+	.query_rt_values = bzc_query_rt_values,
 	.query_srq = bzc_query_srq,
 	.reg_mr = bzc_reg_mr,
 	.req_notify_cq = bzc_req_notify_cq,
@@ -145,14 +165,15 @@ static struct verbs_context *bzc_alloc_context(struct ibv_device *ibdev,
 		return NULL;
 
 	/* The ring layout of bzc-abi.h: a kernel without it refuses. */
-	cmd.drv_payload.comp_mask = BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR;
+	cmd.drv_payload.comp_mask = BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR |
+				    BZC_ALLOC_UCTX_REQ_CQE_TIMESTAMPS;
 
 	ret = ibv_cmd_get_context(&ctx->ibv_ctx, &cmd.ibv_cmd, sizeof(cmd),
 				  &resp.ibv_resp, sizeof(resp));
 	if (ret) {
 		/* Which errno reaches us depends on libibverbs' fallbacks. */
 		verbs_err(&ctx->ibv_ctx,
-			  "the kernel refused the context (%s); a bzc module of another release refuses this provider's ring layout (BZC_ALLOC_UCTX_REQ_SPLIT_RING_HDR)\n",
+			  "the kernel refused the context (%s); a bzc module of another release refuses this provider's ring layout (split ring headers, CQE timestamps)\n",
 			  strerror(ret));
 		goto err;
 	}

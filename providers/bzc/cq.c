@@ -44,7 +44,9 @@ enum {
 		IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD,
 	BZC_CREATE_CQ_ATTR_FLAGS_KNOWN = IBV_CREATE_CQ_ATTR_SINGLE_THREADED |
 					 IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN,
-	BZC_CQ_SUP_WC_FLAGS = IBV_WC_STANDARD_FLAGS,
+	BZC_CQ_TS_WC_FLAGS = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+			     IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+	BZC_CQ_SUP_WC_FLAGS = IBV_WC_STANDARD_FLAGS | BZC_CQ_TS_WC_FLAGS,
 };
 
 /* A validated ring mapping, before it is installed in a CQ. */
@@ -380,6 +382,17 @@ static uint8_t bzc_wc_read_dlid_path_bits(struct ibv_cq_ex *ibcq)
 	return to_bcq_ex(ibcq)->cur->dlid_path_bits;
 }
 
+/* Device clock ticks: CLOCK_MONOTONIC nanoseconds (hca_core_clock 1 GHz). */
+static uint64_t bzc_wc_read_completion_ts(struct ibv_cq_ex *ibcq)
+{
+	return le64toh(to_bcq_ex(ibcq)->cur->timestamp);
+}
+
+static uint64_t bzc_wc_read_completion_wallclock_ns(struct ibv_cq_ex *ibcq)
+{
+	return le64toh(to_bcq_ex(ibcq)->cur->wallclock_ns);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Create, resize, destroy                                                  */
 /* ---------------------------------------------------------------------- */
@@ -419,6 +432,9 @@ static struct bzc_cq *bzc_cq_alloc(void)
 	cq->vcq.cq_ex.read_slid = bzc_wc_read_slid;
 	cq->vcq.cq_ex.read_sl = bzc_wc_read_sl;
 	cq->vcq.cq_ex.read_dlid_path_bits = bzc_wc_read_dlid_path_bits;
+	cq->vcq.cq_ex.read_completion_ts = bzc_wc_read_completion_ts;
+	cq->vcq.cq_ex.read_completion_wallclock_ns =
+		bzc_wc_read_completion_wallclock_ns;
 
 	return cq;
 }
@@ -485,6 +501,7 @@ struct ibv_cq_ex *bzc_create_cq_ex(struct ibv_context *context,
 				   struct ibv_cq_init_attr_ex *attr)
 {
 	struct ubzc_create_cq_ex_resp resp = {};
+	struct ibv_cq_init_attr_ex ts_attr;
 	struct bzc_cq *cq;
 	int ret;
 
@@ -517,7 +534,7 @@ struct ibv_cq_ex *bzc_create_cq_ex(struct ibv_context *context,
 			return NULL;
 		}
 	}
-	/* Completion timestamps, CVLAN, flow tag, tag matching. */
+	/* CVLAN, flow tag, tag matching. */
 	if (attr->wc_flags & ~(uint64_t)BZC_CQ_SUP_WC_FLAGS) {
 		bzc_err(context, "unsupported wc_flags %#llx\n",
 			(unsigned long long)(attr->wc_flags &
@@ -536,7 +553,16 @@ struct ibv_cq_ex *bzc_create_cq_ex(struct ibv_context *context,
 	    bzc_pd_single_threaded(attr->parent_domain))
 		cq->single_threaded = true;
 
-	ret = ibv_cmd_create_cq_ex(context, attr, &cq->vcq, NULL, 0,
+	/*
+	 * The kernel stamps CQEs of a CQ created with
+	 * IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION, which libibverbs sets for
+	 * IBV_WC_EX_WITH_COMPLETION_TIMESTAMP: ask for it for the wall clock
+	 * too, as the kernel writes both.
+	 */
+	ts_attr = *attr;
+	if (attr->wc_flags & BZC_CQ_TS_WC_FLAGS)
+		ts_attr.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	ret = ibv_cmd_create_cq_ex(context, &ts_attr, &cq->vcq, NULL, 0,
 				   &resp.ibv_resp, sizeof(resp), 0);
 	if (ret) {
 		bzc_cq_free(cq);
