@@ -589,21 +589,26 @@ def test_cq_overflow_stops_channel(c):
     ch = dv.Chan(c, c.pd, cq, depth=64)
     wr = {'op': dv.BULK_COPY, 'sges': [(src.addr, n, smr.lkey)],
           'raddr': dst.addr, 'rkey': dmr.lkey}
-    rc, _ = ch.post([dict(wr, wr_id=i) for i in range(room + 4)])
-    assert rc == 0
-    wcs = cq.wait(room, timeout=60)
-    assert [w.wr_id for w in wcs] == list(range(room))
-    assert all(w.status == dv.WC_SUCCESS and w.byte_len == n for w in wcs)
-    deadline = time.monotonic() + 30
-    while True:
-        rc, idx = ch.post([dict(wr, wr_id=100)])
-        if rc:
-            break
-        assert time.monotonic() < deadline, 'the channel never stopped'
-        time.sleep(0.05)
-    assert (rc, idx) == (errno.EIO, 0)
-    cq.assert_empty(0.2)
-    ch.close()
+    try:
+        rc, _ = ch.post([dict(wr, wr_id=i) for i in range(room + 4)])
+        assert rc == 0
+        # Nothing is polled until the channel stops: a CQ drained while
+        # the requests still run would make room for the rest.
+        deadline = time.monotonic() + 60
+        while True:
+            rc, idx = ch.post([dict(wr, wr_id=100)])
+            if rc:
+                break
+            assert time.monotonic() < deadline, 'the channel never stopped'
+            time.sleep(0.05)
+        assert (rc, idx) == (errno.EIO, 0)
+        wcs = cq.wait(room, timeout=60)
+        assert [w.wr_id for w in wcs] == list(range(room))
+        assert all(w.status == dv.WC_SUCCESS and w.byte_len == n
+                   for w in wcs)
+        cq.assert_empty(0.2)
+    finally:
+        ch.close()
 
 
 def test_recv_cq_overflow_stops_target(c):
