@@ -518,6 +518,9 @@ extern const struct uapi_definition bzc_uapi_defs[];
 /* bzc_qp.c */
 extern const struct uapi_definition bzc_qp_uapi_defs[];
 
+/* bzc_verbs.c */
+extern const struct uapi_definition bzc_context_uapi_defs[];
+
 /* bzc_stats.c */
 int bzc_stats_init(struct bzc_dev *bdev);
 void bzc_stats_free(struct bzc_dev *bdev);

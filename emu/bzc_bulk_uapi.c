@@ -252,5 +252,6 @@ const struct uapi_definition bzc_uapi_defs[] = {
 	UAPI_DEF_CHAIN_OBJ_TREE_NAMED(BZC_OBJECT_CACHED_MR),
 	UAPI_DEF_CHAIN(bzc_qp_uapi_defs),
 	UAPI_DEF_CHAIN(bzc_srq_uapi_defs),
+	UAPI_DEF_CHAIN(bzc_context_uapi_defs),
 	{},
 };

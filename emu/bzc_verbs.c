@@ -9,16 +9,19 @@
 #include <rdma/ib_addr.h>
 #include <rdma/ib_mad.h>
 #include <rdma/uverbs_ioctl.h>
+#define UVERBS_MODULE_NAME bzc
+#include <rdma/uverbs_named_ioctl.h>
+#include <rdma/bzc_user_ioctl_cmds.h>
 
 #include "bzc.h"
 #include "bzc_compat.h"
 
-#define BZC_MAX_MR_SIZE		(1ULL << 40)
+#define BZC_MAX_MR_SIZE		BIT_ULL(40)
 #define BZC_MAX_QP_RD_ATOM	128
 /* Any page size the CPU maps: pages are pinned, not DMA-mapped. */
 #define BZC_PAGE_SIZE_CAP	(PAGE_SIZE | SZ_2M | SZ_1G)
 #define BZC_VENDOR_PART_ID	0x627a
-#define BZC_FW_VER		(1ULL << 32)
+#define BZC_FW_VER		BIT_ULL(32)
 
 /*
  * Object limits of a device: module parameters, read when a device is
@@ -236,16 +239,18 @@ static void bzc_get_dev_fw_str(struct ib_device *ibdev, char *str)
 		 (u32)fw & 0xffff);
 }
 
+/* What a context learns at ALLOC_UCONTEXT and at QUERY_CONTEXT. */
+static const struct bzc_alloc_ucontext_resp bzc_ucontext_resp = {
+	.comp_mask = BZC_ALLOC_UCTX_RESP_CAPS,
+	.caps = BZC_CAP_MMAP_ENTRIES | BZC_CAP_BULK | BZC_CAP_QP_DOORBELL |
+		BZC_CAP_ATOMIC_WRITE | BZC_CAP_SRQ_RESIZE |
+		(BZC_CORE_HAS_FLUSH ? BZC_CAP_FLUSH : 0),
+};
+
 static int bzc_alloc_ucontext(struct ib_ucontext *ibuc,
 			      struct ib_udata *udata)
 {
-	struct bzc_alloc_ucontext_resp resp = {
-		.comp_mask = BZC_ALLOC_UCTX_RESP_CAPS,
-		.caps = BZC_CAP_MMAP_ENTRIES | BZC_CAP_BULK |
-			BZC_CAP_QP_DOORBELL | BZC_CAP_ATOMIC_WRITE |
-			BZC_CAP_SRQ_RESIZE |
-			(BZC_CORE_HAS_FLUSH ? BZC_CAP_FLUSH : 0),
-	};
+	struct bzc_alloc_ucontext_resp resp;
 	struct bzc_alloc_ucontext_req req = {};
 	int err;
 
@@ -269,8 +274,37 @@ static int bzc_alloc_ucontext(struct ib_ucontext *ibuc,
 		return -EOPNOTSUPP;
 	}
 
+	resp = bzc_ucontext_resp;
 	return ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
 }
+
+/*
+ * QUERY_CONTEXT, which ibv_import_device() sends on a dup of another
+ * context's command fd: the core answers the generic fields, the
+ * driver attribute (when asked for) the capabilities.
+ */
+static int bzc_query_ucontext(struct ib_ucontext *ibuc,
+			      struct uverbs_attr_bundle *attrs)
+{
+	if (!uverbs_attr_is_valid(attrs, BZC_ATTR_QUERY_CONTEXT_RESP_UCTX))
+		return 0;
+	return uverbs_copy_to_struct_or_zero(attrs,
+					     BZC_ATTR_QUERY_CONTEXT_RESP_UCTX,
+					     &bzc_ucontext_resp,
+					     sizeof(bzc_ucontext_resp));
+}
+
+ADD_UVERBS_ATTRIBUTES_SIMPLE(bzc_query_context, UVERBS_OBJECT_DEVICE,
+			     UVERBS_METHOD_QUERY_CONTEXT,
+			     UVERBS_ATTR_PTR_OUT(BZC_ATTR_QUERY_CONTEXT_RESP_UCTX,
+						 UVERBS_ATTR_STRUCT(struct bzc_alloc_ucontext_resp,
+								    caps),
+						 UA_OPTIONAL));
+
+const struct uapi_definition bzc_context_uapi_defs[] = {
+	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DEVICE, &bzc_query_context),
+	{},
+};
 
 static void bzc_dealloc_ucontext(struct ib_ucontext *ibuc)
 {
@@ -365,6 +399,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.query_port = bzc_query_port,
 	.query_qp = bzc_query_qp,
 	.query_srq = bzc_query_srq,
+	.query_ucontext = bzc_query_ucontext,
 	.reg_user_mr = bzc_reg_user_mr,
 	.rereg_user_mr = bzc_rereg_user_mr,
 	.req_notify_cq = bzc_req_notify_cq,

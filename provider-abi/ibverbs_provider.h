@@ -585,6 +585,19 @@ int ibv_cmd_get_context(struct verbs_context *context,
 			size_t resp_size);
 
 /*
+ * libibverbs' ioctl command builder (cmd_ioctl.h), never built here:
+ * bzc passes NULL where a provider may chain driver attributes.
+ */
+struct ibv_command_buffer;
+
+/*
+ * QUERY_CONTEXT (ioctl), for import_context: sets num_comp_vectors and
+ * the core's optional-feature bits. @driver: NULL, or driver attributes.
+ */
+int ibv_cmd_query_context(struct ibv_context *ctx,
+			  struct ibv_command_buffer *driver);
+
+/*
  * QUERY_DEVICE / EX_QUERY_DEVICE into @attr (attr_size bytes, at least
  * sizeof(struct ibv_device_attr)).  Does not format attr->orig_attr.fw_ver:
  * the raw value is resp->base.fw_ver.  On entry *resp_size is the size of
@@ -682,6 +695,14 @@ int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr,
 
 /* Destroys vmr->ibv_mr.handle in the kernel; does not free @vmr. */
 int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
+
+/*
+ * QUERY_MR (ioctl): lkey, rkey, length and iova of the MR @mr_handle of
+ * @pd's context into @vmr, for import_mr; sets its handle and marks it
+ * imported.
+ */
+int ibv_cmd_query_mr(struct ibv_pd *pd, struct verbs_mr *vmr,
+		     uint32_t mr_handle);
 
 /*
  * ALLOC_MW (write()); @cmd is required.  Sets context, pd, rkey, handle

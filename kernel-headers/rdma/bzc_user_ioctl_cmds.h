@@ -31,6 +31,16 @@ enum bzc_device_methods {
 	BZC_METHOD_QUERY_MR_CACHE,
 };
 
+/*
+ * Driver attribute of the core's UVERBS_METHOD_QUERY_CONTEXT: the same
+ * response ALLOC_UCONTEXT gave, so an imported context
+ * (ibv_import_device()) learns the capabilities too.
+ */
+enum bzc_query_context_attrs {
+	/* PTR_OUT struct bzc_alloc_ucontext_resp, optional */
+	BZC_ATTR_QUERY_CONTEXT_RESP_UCTX = (1U << UVERBS_ID_NS_SHIFT),
+};
+
 enum bzc_query_bulk_caps_attrs {
 	/* PTR_OUT struct bzc_bulk_caps */
 	BZC_ATTR_QUERY_BULK_CAPS_RESP = (1U << UVERBS_ID_NS_SHIFT),

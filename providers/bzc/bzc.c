@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <rdma/bzc_user_ioctl_cmds.h>
 #include <rdma/bzc_user_ioctl_verbs.h>
 
 #include "bzc.h"
@@ -132,6 +133,8 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.destroy_srq = bzc_destroy_srq,
 	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = bzc_free_context,
+	.import_mr = bzc_import_mr,
+	.import_pd = bzc_import_pd,
 	.modify_qp = bzc_modify_qp,
 	.modify_srq = bzc_modify_srq,
 	.poll_cq = bzc_poll_cq,
@@ -147,7 +150,23 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.req_notify_cq = bzc_req_notify_cq,
 	.rereg_mr = bzc_rereg_mr,
 	.resize_cq = bzc_resize_cq,
+	.unimport_mr = bzc_unimport_mr,
+	.unimport_pd = bzc_unimport_pd,
 };
+
+/* What alloc and import share once the kernel has answered. */
+static void bzc_context_ready(struct bzc_context *ctx,
+			      const struct bzc_alloc_ucontext_resp *resp)
+{
+	/*
+	 * resp is zeroed, so a kernel that returns less driver data leaves
+	 * comp_mask 0.  Fields are only valid when their bit is set; bits
+	 * this provider does not know describe fields beyond its struct.
+	 */
+	if (resp->comp_mask & BZC_ALLOC_UCTX_RESP_CAPS)
+		ctx->caps = resp->caps;
+	verbs_set_ops(&ctx->ibv_ctx, &bzc_ctx_ops);
+}
 
 static struct verbs_context *bzc_alloc_context(struct ibv_device *ibdev,
 					       int cmd_fd,
@@ -178,16 +197,7 @@ static struct verbs_context *bzc_alloc_context(struct ibv_device *ibdev,
 		goto err;
 	}
 
-	/*
-	 * resp is zeroed, so a kernel that returns less driver data leaves
-	 * comp_mask 0.  Fields are only valid when their bit is set; bits
-	 * this provider does not know describe fields beyond its struct.
-	 */
-	if (resp.drv_payload.comp_mask & BZC_ALLOC_UCTX_RESP_CAPS)
-		ctx->caps = resp.drv_payload.caps;
-
-	verbs_set_ops(&ctx->ibv_ctx, &bzc_ctx_ops);
-
+	bzc_context_ready(ctx, &resp.drv_payload);
 	return &ctx->ibv_ctx;
 
 err:
@@ -214,6 +224,47 @@ static void bzc_uninit_device(struct verbs_device *verbs_device)
 	free(to_bdev(&verbs_device->device));
 }
 
+/*
+ * ibv_import_device(): a context on a dup of another context's command
+ * fd (this process's or one that passed it), the same kernel ucontext.
+ * The core's QUERY_CONTEXT sets what GET_CONTEXT would; bzc's driver
+ * attribute on it brings the capabilities. The rings' layout was agreed
+ * when that ucontext was allocated, by a provider of this release or the
+ * kernel would have refused it.
+ */
+static struct verbs_context *bzc_import_context(struct ibv_device *ibdev,
+						int cmd_fd)
+{
+	struct bzc_alloc_ucontext_resp resp = {};
+	struct bzc_context *ctx;
+	struct bzc_cmd cmd;
+	int ret;
+
+	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, ibv_ctx,
+					   BZC_RDMA_DRIVER_ID);
+	if (!ctx)
+		return NULL;
+
+	ret = ibv_cmd_query_context(&ctx->ibv_ctx.context, NULL);
+	if (!ret) {
+		bzc_cmd_init(&cmd, UVERBS_OBJECT_DEVICE,
+			     UVERBS_METHOD_QUERY_CONTEXT);
+		bzc_cmd_add_ptr_out(&cmd, BZC_ATTR_QUERY_CONTEXT_RESP_UCTX,
+				    &resp, sizeof(resp));
+		ret = bzc_cmd_exec(&ctx->ibv_ctx.context, &cmd);
+	}
+	if (ret) {
+		verbs_err(&ctx->ibv_ctx, "QUERY_CONTEXT failed: %s\n",
+			  strerror(ret));
+		verbs_uninit_context(&ctx->ibv_ctx);
+		free(ctx);
+		errno = ret;
+		return NULL;
+	}
+	bzc_context_ready(ctx, &resp);
+	return &ctx->ibv_ctx;
+}
+
 static const struct verbs_device_ops bzc_dev_ops = {
 	.name = "bzc",
 	/*
@@ -226,6 +277,7 @@ static const struct verbs_device_ops bzc_dev_ops = {
 	.alloc_device = bzc_device_alloc,
 	.uninit_device = bzc_uninit_device,
 	.alloc_context = bzc_alloc_context,
+	.import_context = bzc_import_context,
 };
 PROVIDER_DRIVER(bzc, bzc_dev_ops);
 

@@ -438,6 +438,8 @@ struct ibv_pd *bzc_alloc_pd(struct ibv_context *context);
 struct ibv_pd *bzc_alloc_parent_domain(struct ibv_context *context,
 				       struct ibv_parent_domain_init_attr *attr);
 int bzc_dealloc_pd(struct ibv_pd *ibpd);
+struct ibv_pd *bzc_import_pd(struct ibv_context *context, uint32_t pd_handle);
+void bzc_unimport_pd(struct ibv_pd *ibpd);
 struct ibv_td *bzc_alloc_td(struct ibv_context *context,
 			    struct ibv_td_init_attr *attr);
 int bzc_dealloc_td(struct ibv_td *ibtd);
@@ -461,6 +463,8 @@ struct ibv_mr *bzc_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 int bzc_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		 void *addr, size_t length, int access);
 int bzc_dereg_mr(struct verbs_mr *vmr);
+struct ibv_mr *bzc_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
+void bzc_unimport_mr(struct ibv_mr *mr);
 
 /* A WQE's num_sge is 8 bits wide. */
 #define BZC_MAX_WQE_SGE 255U

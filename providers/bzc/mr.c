@@ -37,6 +37,34 @@ struct ibv_mr *bzc_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 }
 
 /*
+ * ibv_import_mr(): the MR @mr_handle of @pd's ucontext, its keys and
+ * range read back from the kernel (QUERY_MR); an unknown handle is the
+ * kernel's error (ENOENT or EINVAL).
+ */
+struct ibv_mr *bzc_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	struct verbs_mr *vmr;
+	int ret;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+	ret = ibv_cmd_query_mr(pd, vmr, mr_handle);
+	if (ret) {
+		free(vmr);
+		errno = ret;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
+/* Only this process's view goes; the MR stays registered for its owner. */
+void bzc_unimport_mr(struct ibv_mr *mr)
+{
+	free(container_of(mr, struct verbs_mr, ibv_mr));
+}
+
+/*
  * Returns 0 or an errno value (and sets errno): ibv_rereg_mr() turns any
  * failure of this op into IBV_REREG_MR_ERR_CMD (the old MR stays valid)
  * and updates mr->pd, addr and length itself on success.  It has already

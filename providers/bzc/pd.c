@@ -47,6 +47,31 @@ struct ibv_pd *bzc_alloc_pd(struct ibv_context *context)
 	return &pd->ibpd;
 }
 
+/*
+ * ibv_import_pd(): the PD @pd_handle of @context's ucontext, made by
+ * another context on the same command fd. Nothing is asked of the
+ * kernel: a wrong handle fails at the first use (EINVAL), as a
+ * destroyed PD would.
+ */
+struct ibv_pd *bzc_import_pd(struct ibv_context *context, uint32_t pd_handle)
+{
+	struct bzc_pd *pd;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+	pd->ibpd.context = context;
+	pd->ibpd.handle = pd_handle;
+	atomic_init(&pd->parents, 0);
+	return &pd->ibpd;
+}
+
+/* Only this process's view goes; the PD stays with its owner. */
+void bzc_unimport_pd(struct ibv_pd *ibpd)
+{
+	free(to_bpd(ibpd));
+}
+
 /* A thread domain; no comp_mask bit is defined, any is EINVAL. */
 struct ibv_td *bzc_alloc_td(struct ibv_context *context,
 			    struct ibv_td_init_attr *attr)
