@@ -144,4 +144,14 @@ enum bzc_srq_resize_attrs {
 	BZC_ATTR_SRQ_RESIZE_RESP,
 };
 
+/*
+ * Driver attributes of the core's UVERBS_METHOD_DM_ALLOC (with BZC_CAP_DM).
+ * The device memory is mapped MAP_SHARED from the uverbs fd at the offset
+ * returned, its length rounded up to whole pages.
+ */
+enum bzc_alloc_dm_attrs {
+	/* PTR_OUT __aligned_u64: the mmap offset of the memory */
+	BZC_ATTR_ALLOC_DM_RESP_MMAP_OFFSET = (1U << UVERBS_ID_NS_SHIFT),
+};
+
 #endif /* BZC_USER_IOCTL_CMDS_H */

@@ -466,6 +466,14 @@ int bzc_dereg_mr(struct verbs_mr *vmr);
 struct ibv_mr *bzc_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
 void bzc_unimport_mr(struct ibv_mr *mr);
 
+/* dm.c */
+struct ibv_dm *bzc_alloc_dm(struct ibv_context *context,
+			    struct ibv_alloc_dm_attr *attr);
+int bzc_free_dm(struct ibv_dm *ibdm);
+struct ibv_mr *bzc_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
+			     uint64_t dm_offset, size_t length,
+			     unsigned int access);
+
 /* A WQE's num_sge is 8 bits wide. */
 #define BZC_MAX_WQE_SGE 255U
 
