@@ -209,6 +209,7 @@ struct bzc_mr {
 	struct ib_umem *umem;		/* or, for a cached MR: */
 	struct bzc_mrc_ent *ent;	/* the MR cache range holding the pages */
 	struct bzc_dm *dm;		/* or the device memory, referenced */
+	struct bzc_dmabuf *dmabuf;	/* or a dma-buf, attached and pinned */
 	struct page **pages;		/* pinned pages of the region, in order */
 	u64 npages;
 	u32 page_off;			/* of the first byte in pages[0] */
@@ -393,7 +394,7 @@ static inline bool bzc_qp_is_kernel(struct bzc_qp *qp)
 /* A kernel PD's DMA MR (bzc_kmem.c): kernel addresses, no pinned pages. */
 static inline bool bzc_mr_is_kernel(struct bzc_mr *mr)
 {
-	return !mr->umem && !mr->ent && !mr->dm;
+	return !mr->umem && !mr->ent && !mr->dm && !mr->dmabuf;
 }
 
 /* Slot `index` of an SQ or RQ ring: the index is masked, never trusted. */
@@ -482,6 +483,14 @@ struct ib_mr *bzc_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
 			    struct uverbs_attr_bundle *attrs);
 void bzc_dm_put(struct bzc_dm *dm);
 extern const struct uapi_definition bzc_dm_uapi_defs[];
+
+/* bzc_dmabuf.c */
+int bzc_dmabuf_init(void);
+void bzc_dmabuf_exit(void);
+struct ib_mr *bzc_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
+				     u64 length, u64 iova, int fd, int access,
+				     struct ib_udata *udata);
+void bzc_dmabuf_mr_release(struct bzc_mr *mr);
 int bzc_keys_init(struct bzc_dev *bdev);
 void bzc_keys_free(struct bzc_dev *bdev);
 int bzc_key_reserve(struct bzc_dev *bdev, u32 *key);

@@ -244,6 +244,8 @@ static void bzc_mr_destroy(struct bzc_mr *mr)
 		bzc_dm_put(mr->dm);
 	else
 		kvfree(mr->pages);
+	if (mr->dmabuf)
+		bzc_dmabuf_mr_release(mr);
 	ib_umem_release(mr->umem);
 	kfree(mr);
 }

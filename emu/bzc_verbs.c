@@ -414,6 +414,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.query_ucontext = bzc_query_ucontext,
 	.reg_dm_mr = bzc_reg_dm_mr,
 	.reg_user_mr = bzc_reg_user_mr,
+	.reg_user_mr_dmabuf = bzc_reg_user_mr_dmabuf_op,
 	.rereg_user_mr = bzc_rereg_user_mr,
 	.req_notify_cq = bzc_req_notify_cq,
 	.resize_cq = bzc_resize_cq,

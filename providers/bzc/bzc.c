@@ -149,6 +149,7 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.query_rt_values = bzc_query_rt_values,
 	.query_srq = bzc_query_srq,
 	.reg_dm_mr = bzc_reg_dm_mr,
+	.reg_dmabuf_mr = bzc_reg_dmabuf_mr,
 	.reg_mr = bzc_reg_mr,
 	.req_notify_cq = bzc_req_notify_cq,
 	.rereg_mr = bzc_rereg_mr,
