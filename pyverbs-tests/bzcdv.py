@@ -202,6 +202,9 @@ _ibv.ibv_destroy_cq.restype = ctypes.c_int
 _ibv.ibv_destroy_cq.argtypes = [VP]
 _ibv.ibv_reg_mr.restype = ctypes.POINTER(IbvMr)
 _ibv.ibv_reg_mr.argtypes = [VP, VP, ctypes.c_size_t, ctypes.c_int]
+_ibv.ibv_reg_dmabuf_mr.restype = ctypes.POINTER(IbvMr)
+_ibv.ibv_reg_dmabuf_mr.argtypes = [VP, ctypes.c_uint64, ctypes.c_size_t,
+                                   ctypes.c_uint64, ctypes.c_int, ctypes.c_int]
 _ibv.ibv_dereg_mr.restype = ctypes.c_int
 _ibv.ibv_dereg_mr.argtypes = [VP]
 
@@ -416,6 +419,19 @@ class Mr:
             self.p = None
             if rc:
                 _raise(rc, 'ibv_dereg_mr')
+
+
+class DmabufMr(Mr):
+    """ibv_reg_dmabuf_mr(): @length bytes at @offset of dma-buf @fd,
+    addressed from @iova."""
+
+    def __init__(self, pd, offset, length, iova, fd, access=ACCESS_ALL):
+        self.p = _ibv.ibv_reg_dmabuf_mr(pd, offset, length, iova, fd, access)
+        if not self.p:
+            _errno_raise('ibv_reg_dmabuf_mr')
+        self.addr, self.length = iova, length
+        self.lkey = self.p.contents.lkey
+        self.rkey = self.p.contents.rkey
 
 
 class Cq:
@@ -812,6 +828,11 @@ class Ctx:
 
     def mr(self, addr, length, access=ACCESS_ALL, pd=None):
         return self.track(Mr(pd or self.pd, addr, length, access))
+
+    def dmabuf_mr(self, offset, length, iova, fd, access=ACCESS_ALL,
+                  pd=None):
+        return self.track(DmabufMr(pd or self.pd, offset, length, iova, fd,
+                                   access))
 
     def buf(self, length):
         return self.track(Buffer(length))
