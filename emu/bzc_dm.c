@@ -14,12 +14,22 @@
  * the data path and bulk channels move data into and out of it like any
  * other MR.
  *
- * The memory lives as long as the DM object, its MRs and its mappings:
- * each holds a reference. The count against max_dm_size ends when the DM
- * is freed, as the NIC's memory would be, even if a mapping still holds
- * the pages for a while.
+ * BZC_METHOD_DM_EXPORT_DMABUF exports the memory as a dma-buf, for another
+ * process or driver to import (bzc's own ibv_reg_dmabuf_mr among them):
+ * the exporter hands out the pages as an sg_table mapped for the
+ * importer's DMA device, maps them into a process (mmap) or the kernel
+ * (vmap), and never moves them.
+ *
+ * The memory lives as long as the DM object, its MRs, its mappings and
+ * its dma-bufs: each holds a reference. The count against max_dm_size
+ * ends when the DM is freed, as the NIC's memory would be, even if a
+ * mapping or a dma-buf still holds the pages for a while.
  */
 #define UVERBS_MODULE_NAME bzc
+#include <linux/dma-buf.h>
+#include <linux/dma-mapping.h>
+#include <linux/file.h>
+#include <linux/iosys-map.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
@@ -225,6 +235,128 @@ struct ib_mr *bzc_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
 	return &mr->ibmr;
 }
 
+static int bzc_dm_dmabuf_attach(struct dma_buf *dmabuf,
+				struct dma_buf_attachment *attach)
+{
+	/* Mapping for a device that cannot DMA would WARN in the DMA API. */
+	return attach->dev->dma_mask ? 0 : -EOPNOTSUPP;
+}
+
+static struct sg_table *bzc_dm_map_dma_buf(struct dma_buf_attachment *attach,
+					   enum dma_data_direction dir)
+{
+	struct bzc_dm *dm = attach->dmabuf->priv;
+	struct sg_table *sgt;
+	int err;
+
+	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
+	if (!sgt)
+		return ERR_PTR(-ENOMEM);
+	err = sg_alloc_table_from_pages(sgt, dm->pages, dm->npages, 0,
+					dm->npages << PAGE_SHIFT, GFP_KERNEL);
+	if (err)
+		goto err_free;
+	err = dma_map_sgtable(attach->dev, sgt, dir, 0);
+	if (err)
+		goto err_table;
+	return sgt;
+
+err_table:
+	sg_free_table(sgt);
+err_free:
+	kfree(sgt);
+	return ERR_PTR(err);
+}
+
+static void bzc_dm_unmap_dma_buf(struct dma_buf_attachment *attach,
+				 struct sg_table *sgt,
+				 enum dma_data_direction dir)
+{
+	dma_unmap_sgtable(attach->dev, sgt, dir, 0);
+	sg_free_table(sgt);
+	kfree(sgt);
+}
+
+static int bzc_dm_dmabuf_mmap(struct dma_buf *dmabuf,
+			      struct vm_area_struct *vma)
+{
+	struct bzc_dm *dm = dmabuf->priv;
+
+	/* The core checked that the range lies in the buffer. */
+	return remap_vmalloc_range(vma, dm->kaddr, vma->vm_pgoff);
+}
+
+static int bzc_dm_dmabuf_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+	struct bzc_dm *dm = dmabuf->priv;
+
+	iosys_map_set_vaddr(map, dm->kaddr);
+	return 0;
+}
+
+static void bzc_dm_dmabuf_release(struct dma_buf *dmabuf)
+{
+	bzc_dm_put(dmabuf->priv);
+}
+
+static const struct dma_buf_ops bzc_dm_dmabuf_ops = {
+	.cache_sgt_mapping = true,
+	.attach = bzc_dm_dmabuf_attach,
+	.map_dma_buf = bzc_dm_map_dma_buf,
+	.unmap_dma_buf = bzc_dm_unmap_dma_buf,
+	.release = bzc_dm_dmabuf_release,
+	.mmap = bzc_dm_dmabuf_mmap,
+	.vmap = bzc_dm_dmabuf_vmap,
+};
+
+static int UVERBS_HANDLER(BZC_METHOD_DM_EXPORT_DMABUF)(
+	struct uverbs_attr_bundle *attrs)
+{
+	struct ib_dm *ibdm =
+		uverbs_attr_get_obj(attrs, BZC_ATTR_DM_EXPORT_DMABUF_HANDLE);
+	DEFINE_DMA_BUF_EXPORT_INFO(exp);
+	struct bzc_dm *dm = to_bdm(ibdm);
+	struct dma_buf *dmabuf;
+	int fd, err;
+
+	exp.ops = &bzc_dm_dmabuf_ops;
+	exp.size = dm->npages << PAGE_SHIFT;
+	exp.flags = O_RDWR | O_CLOEXEC;
+	exp.priv = dm;
+
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0)
+		return fd;
+	kref_get(&dm->ref);
+	dmabuf = dma_buf_export(&exp);
+	if (IS_ERR(dmabuf)) {
+		bzc_dm_put(dm);
+		put_unused_fd(fd);
+		return PTR_ERR(dmabuf);
+	}
+	err = uverbs_copy_to(attrs, BZC_ATTR_DM_EXPORT_DMABUF_RESP_FD, &fd,
+			     sizeof(fd));
+	if (err) {
+		put_unused_fd(fd);
+		dma_buf_put(dmabuf);
+		return err;
+	}
+	/* Only now, when nothing can fail: the fd is the process's. */
+	fd_install(fd, dmabuf->file);
+	return 0;
+}
+
+DECLARE_UVERBS_NAMED_METHOD(BZC_METHOD_DM_EXPORT_DMABUF,
+			    UVERBS_ATTR_IDR(BZC_ATTR_DM_EXPORT_DMABUF_HANDLE,
+					    UVERBS_OBJECT_DM,
+					    UVERBS_ACCESS_READ, UA_MANDATORY),
+			    UVERBS_ATTR_PTR_OUT(BZC_ATTR_DM_EXPORT_DMABUF_RESP_FD,
+						UVERBS_ATTR_TYPE(s32),
+						UA_MANDATORY));
+
+ADD_UVERBS_METHODS(bzc_dm_methods, UVERBS_OBJECT_DM,
+		   &UVERBS_METHOD(BZC_METHOD_DM_EXPORT_DMABUF));
+
 ADD_UVERBS_ATTRIBUTES_SIMPLE(bzc_dm_alloc_attrs, UVERBS_OBJECT_DM,
 			     UVERBS_METHOD_DM_ALLOC,
 			     UVERBS_ATTR_PTR_OUT(BZC_ATTR_ALLOC_DM_RESP_MMAP_OFFSET,
@@ -233,5 +365,6 @@ ADD_UVERBS_ATTRIBUTES_SIMPLE(bzc_dm_alloc_attrs, UVERBS_OBJECT_DM,
 
 const struct uapi_definition bzc_dm_uapi_defs[] = {
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DM, &bzc_dm_alloc_attrs),
+	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DM, &bzc_dm_methods),
 	{}
 };

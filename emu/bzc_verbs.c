@@ -254,6 +254,7 @@ static const struct bzc_alloc_ucontext_resp bzc_ucontext_resp = {
 	.comp_mask = BZC_ALLOC_UCTX_RESP_CAPS,
 	.caps = BZC_CAP_MMAP_ENTRIES | BZC_CAP_BULK | BZC_CAP_QP_DOORBELL |
 		BZC_CAP_ATOMIC_WRITE | BZC_CAP_SRQ_RESIZE | BZC_CAP_DM |
+		BZC_CAP_DM_EXPORT_DMABUF |
 		(BZC_CORE_HAS_FLUSH ? BZC_CAP_FLUSH : 0),
 };
 

@@ -154,4 +154,23 @@ enum bzc_alloc_dm_attrs {
 	BZC_ATTR_ALLOC_DM_RESP_MMAP_OFFSET = (1U << UVERBS_ID_NS_SHIFT),
 };
 
+/*
+ * Driver methods on the core UVERBS_OBJECT_DM (with
+ * BZC_CAP_DM_EXPORT_DMABUF).
+ */
+enum bzc_dm_methods {
+	/*
+	 * A dma-buf of the whole device memory (its length rounded up to
+	 * pages), which holds the memory until its last reference goes.
+	 */
+	BZC_METHOD_DM_EXPORT_DMABUF = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum bzc_dm_export_dmabuf_attrs {
+	/* IDR UVERBS_OBJECT_DM, read: a DM of this process */
+	BZC_ATTR_DM_EXPORT_DMABUF_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* PTR_OUT __s32: the new file descriptor (O_RDWR | O_CLOEXEC) */
+	BZC_ATTR_DM_EXPORT_DMABUF_RESP_FD,
+};
+
 #endif /* BZC_USER_IOCTL_CMDS_H */

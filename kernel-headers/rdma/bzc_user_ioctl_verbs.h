@@ -69,6 +69,8 @@ enum bzc_device_caps {
 	 * memory (BZC_ATTR_ALLOC_DM_RESP_MMAP_OFFSET).
 	 */
 	BZC_CAP_DM = 1 << 6,
+	/* BZC_METHOD_DM_EXPORT_DMABUF exists on UVERBS_OBJECT_DM. */
+	BZC_CAP_DM_EXPORT_DMABUF = 1 << 7,
 };
 
 /* bzc_cq_ring_hdr.arm: what the next completion event waits for. */

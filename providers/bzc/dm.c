@@ -8,7 +8,8 @@
  * copies to and from it are then plain memcpy().  They go in 4-byte
  * units, the access granule of on-NIC memory, so code written for bzc
  * keeps working on hardware.  A DM MR (ibv_reg_dm_mr) is the kernel's
- * business alone and always zero-based.
+ * business alone and always zero-based.  bzcdv_export_dm() makes a
+ * dma-buf of it.
  */
 
 #include <errno.h>
@@ -161,4 +162,30 @@ struct ibv_mr *bzc_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
 		return NULL;
 	}
 	return &vmr->ibv_mr;
+}
+
+BZC_EXPORT int bzcdv_export_dm(struct ibv_dm *ibdm,
+			       struct bzcdv_export_dm_attr *attr)
+{
+	struct ibv_context *context = ibdm ? ibdm->context : NULL;
+	struct bzc_cmd cmd;
+	int32_t fd = -1;
+	int ret;
+
+	if (!context || !bzc_is_bzc_device(context->device) ||
+	    !(to_bctx(context)->caps & BZC_CAP_DM_EXPORT_DMABUF))
+		return EOPNOTSUPP;
+	if (!attr || attr->comp_mask & ~(uint64_t)BZCDV_EXPORT_DM_ATTR_MASK_ALL)
+		return EINVAL;
+
+	bzc_cmd_init(&cmd, UVERBS_OBJECT_DM, BZC_METHOD_DM_EXPORT_DMABUF);
+	bzc_cmd_add_idr(&cmd, BZC_ATTR_DM_EXPORT_DMABUF_HANDLE,
+			to_bzc_dm(ibdm)->vdm.handle);
+	bzc_cmd_add_ptr_out(&cmd, BZC_ATTR_DM_EXPORT_DMABUF_RESP_FD, &fd,
+			    sizeof(fd));
+	ret = bzc_cmd_exec(context, &cmd);
+	if (ret)
+		return ret;
+	attr->fd = fd;
+	return 0;
 }
