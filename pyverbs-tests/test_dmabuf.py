@@ -14,6 +14,7 @@ dma-buf MRs gives them back.
 """
 
 import errno
+import mmap
 import os
 import random
 import signal
@@ -184,3 +185,97 @@ def test_killed_process_gives_back_dmabuf_mrs(card):
         child.wait(timeout=60)
     assert h.wait_until(lambda: h.rdma_res_summary()['mr'] == before, 10)
 
+
+# --------------------------------------------------------------------------
+# Device memory: bulk transfers, and exported as a dma-buf (bzcdv_export_dm)
+# --------------------------------------------------------------------------
+
+DM_ACCESS = dv.ACCESS_ZERO_BASED | dv.ACCESS_ALL
+
+
+@pytest.mark.parametrize('op', [dv.BULK_WRITE, dv.BULK_READ])
+def test_bulk_dm(c, op):
+    """A bulk WRITE into and a bulk READ out of a DM MR (the far range)
+    that starts 100 bytes into the DM."""
+    n = 256 << 10
+    pd2 = c.alloc_pd()
+    a = c.chan(c.cq(16))
+    b = c.chan(c.cq(16), pd=pd2)
+    dv.connect_pair(a, b)
+    dm = c.dm(n + PAGE)
+    far = dm.mr(pd2, 100, n, DM_ACCESS)
+    local = c.buf(n)
+    lmr = c.mr(local.addr, n)
+    block = dv.pattern(op + 11)
+    if op == dv.BULK_WRITE:
+        dv.fill(local.addr, n, block)
+        dm.to(0, b'\xa5' * (n + PAGE))
+    else:
+        dv.zero(local.addr, n, 0xa5)
+        dm.to(100, dv.expected(block, 0, n))
+    wc = a.run([{'op': op, 'wr_id': 4, 'sges': [(local.addr, n, lmr.lkey)],
+                 'raddr': 0, 'rkey': far.rkey, 'rchan': b.num}])[0]
+    assert wc.status == dv.WC_SUCCESS, dv.wc_str(wc)
+    assert dv.read(local.addr, n) == dv.expected(block, 0, n)
+    assert dm.frm(100, n) == dv.expected(block, 0, n)
+    if op == dv.BULK_WRITE:
+        assert dm.frm(0, 100) == b'\xa5' * 100
+        assert dm.frm(100 + n, PAGE - 100) == b'\xa5' * (PAGE - 100)
+
+
+def test_export_dm_import_back(c):
+    """bzcdv_export_dm(): the dma-buf shows the DM's bytes (mmap), bzc's
+    own ibv_reg_dmabuf_mr imports it, RDMA WRITE and READ through that MR
+    reach the DM, and the dma-buf keeps the memory after ibv_free_dm()."""
+    rnd = random.Random(3)
+    size = 3 * PAGE + 100
+    dm = c.dm(size)
+    data = rnd.randbytes(size)
+    dm.to(0, data)
+    fd = dm.export()
+    try:
+        assert os.lseek(fd, 0, os.SEEK_END) == 4 * PAGE
+        m = mmap.mmap(fd, 4 * PAGE)
+        assert m[:size] == data
+        assert m[size:] == bytes(4 * PAGE - size)
+        mr = c.dmabuf_mr(PAGE, 2 * PAGE, IOVA, fd)
+        host = c.buf(2 * PAGE)
+        hmr = c.mr(host.addr, 2 * PAGE)
+        qp = c.rc_qp(c.loopback_gid()[0])
+        new = rnd.randbytes(1000)
+        dv.write(host.addr, new)
+        wc = qp.run_rdma(1, dv.WR_RDMA_WRITE, host.addr, 1000, hmr.lkey,
+                         IOVA + 24, mr.rkey)
+        assert wc.status == dv.WC_SUCCESS, dv.wc_str(wc)
+        data = data[:PAGE + 24] + new + data[PAGE + 1024:]
+        assert dm.frm(0, size) == data
+        assert m[:size] == data, 'the dma-buf mapping shows other bytes'
+
+        dm.close()
+        # The dma-buf and its MR hold the memory: still readable.
+        wc = qp.run_rdma(2, dv.WR_RDMA_READ, host.addr, 2 * PAGE, hmr.lkey,
+                         IOVA, mr.rkey)
+        assert wc.status == dv.WC_SUCCESS, dv.wc_str(wc)
+        assert dv.read(host.addr, 2 * PAGE) == data[PAGE:3 * PAGE]
+        m.close()
+    finally:
+        os.close(fd)
+
+
+def test_export_dm_bad_input(c):
+    dm = c.dm(PAGE)
+    with pytest.raises(dv.DvError) as ex:
+        dm.export(comp_mask=1)
+    assert ex.value.errno == errno.EINVAL
+    # Every export is its own dma-buf of the same memory.
+    fds = [dm.export(), dm.export()]
+    try:
+        assert fds[0] != fds[1]
+        dm.to(0, b'\x42' * 8)
+        for fd in fds:
+            m = mmap.mmap(fd, PAGE)
+            assert m[:8] == b'\x42' * 8
+            m.close()
+    finally:
+        for fd in fds:
+            os.close(fd)
