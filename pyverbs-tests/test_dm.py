@@ -8,7 +8,8 @@ does not fit is ENOMEM, a length of 0, an alignment over a page or an
 unknown comp_mask EINVAL.  Copies to and from it go in 4-byte units inside
 the allocation (EINVAL otherwise).  DM MRs are zero-based, lie inside the
 DM, and carry RDMA WRITE, READ, SEND, receive and atomics like any MR.  A
-process killed with DMs and DM MRs live gives all of it back.
+process killed with DMs and DM MRs live gives all of it back, and so does
+a device removed while a process has device memory mapped.
 """
 
 import errno
@@ -22,6 +23,7 @@ import sys
 import pyverbs.device as d
 import pyverbs.enums as e
 from pyverbs.mr import DMMR
+from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.wr import SGE
 import pytest
@@ -295,3 +297,35 @@ def test_killed_process_gives_back_dm(env):
     assert h.wait_until(lambda: dm_areas() == areas, 10), \
         'device memory of the dead process still allocated'
     alloc(env.ctx, total).close()
+
+
+def test_device_removed_with_dm_mapped():
+    """`rdma link delete` while the process has a DM and a DM MR: the
+    removal completes, the DM's mapping is revoked (reads give the core's
+    zero page) and the memory is freed while the process still has the
+    mapping."""
+    dev, netdev, addr = 'bzctmp0', 'bzctmpnet0', '198.18.7.1'
+    with h.limited_device(dev, netdev, addr, {}):
+        areas = dm_areas()
+        ctx = d.Context(name=dev)
+        try:
+            pd = PD(ctx)
+            dm = alloc(ctx, 2 * PAGE)
+            mr = DMMR(pd, PAGE, ALL, dm, 0)
+            dm.copy_to_dm(0, b'\x5a' * 2 * PAGE, 2 * PAGE)
+            assert dm_areas() == areas + 1
+            cp = h.link_delete(dev, check=False, timeout=30)
+            assert cp.returncode == 0, cp.stderr
+            assert dm.copy_from_dm(0, 2 * PAGE) == bytes(2 * PAGE), \
+                'device memory still reachable after the removal'
+            assert h.wait_until(lambda: dm_areas() == areas, 10), \
+                'device memory of the removed device not freed'
+            # Destroying on a removed device may fail (EIO); the kernel
+            # already released everything.
+            for obj in (mr, dm, pd):
+                try:
+                    obj.close()
+                except PyverbsRDMAError:
+                    pass
+        finally:
+            ctx.close()
