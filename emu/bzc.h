@@ -93,6 +93,7 @@ struct bzc_dev {
 	atomic_t num_mw;
 	atomic_t num_ah;
 	atomic_t bulk_chans;		/* at most bzc_bulk_max_chans() */
+	atomic64_t dm_bytes;		/* device memory, at most max_dm_size */
 	/*
 	 * Multicast groups by MGID (bzc_mcast.c): each lists the QPs
 	 * attached to it, without holding references. A QP is detached from
@@ -150,10 +151,16 @@ static inline gfp_t bzc_gfp(struct ib_udata *udata)
 	return udata ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
 }
 
-/* Kernel memory (vmalloc_user) that a process maps through its ucontext. */
+struct bzc_dm;
+
+/*
+ * Kernel memory that a process maps through its ucontext: a ring the
+ * entry owns (vmalloc_user), or device memory it holds a reference on.
+ */
 struct bzc_mmap_entry {
 	struct rdma_user_mmap_entry rdma_entry;
 	void *kaddr;
+	struct bzc_dm *dm;
 };
 
 /*
@@ -201,6 +208,8 @@ struct bzc_mr {
 	struct completion released;
 	struct ib_umem *umem;		/* or, for a cached MR: */
 	struct bzc_mrc_ent *ent;	/* the MR cache range holding the pages */
+	struct bzc_dm *dm;		/* or the device memory, referenced */
+	struct bzc_dmabuf *dmabuf;	/* or a dma-buf, attached and pinned */
 	struct page **pages;		/* pinned pages of the region, in order */
 	u64 npages;
 	u32 page_off;			/* of the first byte in pages[0] */
@@ -385,7 +394,7 @@ static inline bool bzc_qp_is_kernel(struct bzc_qp *qp)
 /* A kernel PD's DMA MR (bzc_kmem.c): kernel addresses, no pinned pages. */
 static inline bool bzc_mr_is_kernel(struct bzc_mr *mr)
 {
-	return !mr->umem && !mr->ent;
+	return !mr->umem && !mr->ent && !mr->dm && !mr->dmabuf;
 }
 
 /* Slot `index` of an SQ or RQ ring: the index is masked, never trusted. */
@@ -425,6 +434,9 @@ enum ib_port_state bzc_port_state(struct bzc_dev *bdev);
 /* bzc_mmap.c */
 int bzc_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma);
 void bzc_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
+struct bzc_mmap_entry *bzc_mmap_insert(struct ib_ucontext *ibuc, void *kaddr,
+				       size_t size, struct bzc_dm *dm,
+				       u64 *key);
 int bzc_ring_alloc(struct bzc_ring *ring, struct ib_udata *udata,
 		   size_t hdr_bytes, size_t slot_bytes, u32 entries);
 void bzc_ring_free(struct bzc_ring *ring);
@@ -458,6 +470,27 @@ void bzc_mr_put(struct bzc_mr *mr);
 struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
 			    u64 addr, u64 len, int access);
 int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr);
+bool bzc_mr_access_ok(int access);
+
+/* bzc_dm.c */
+struct ib_dm *bzc_alloc_dm(struct ib_device *ibdev,
+			   struct ib_ucontext *ibuc,
+			   struct ib_dm_alloc_attr *attr,
+			   struct uverbs_attr_bundle *attrs);
+int bzc_dealloc_dm(struct ib_dm *ibdm, struct uverbs_attr_bundle *attrs);
+struct ib_mr *bzc_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
+			    struct ib_dm_mr_attr *attr,
+			    struct uverbs_attr_bundle *attrs);
+void bzc_dm_put(struct bzc_dm *dm);
+extern const struct uapi_definition bzc_dm_uapi_defs[];
+
+/* bzc_dmabuf.c */
+int bzc_dmabuf_init(void);
+void bzc_dmabuf_exit(void);
+struct ib_mr *bzc_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
+				     u64 length, u64 iova, int fd, int access,
+				     struct ib_udata *udata);
+void bzc_dmabuf_mr_release(struct bzc_mr *mr);
 int bzc_keys_init(struct bzc_dev *bdev);
 void bzc_keys_free(struct bzc_dev *bdev);
 int bzc_key_reserve(struct bzc_dev *bdev, u32 *key);

@@ -253,5 +253,6 @@ const struct uapi_definition bzc_uapi_defs[] = {
 	UAPI_DEF_CHAIN(bzc_qp_uapi_defs),
 	UAPI_DEF_CHAIN(bzc_srq_uapi_defs),
 	UAPI_DEF_CHAIN(bzc_context_uapi_defs),
+	UAPI_DEF_CHAIN(bzc_dm_uapi_defs),
 	{},
 };

@@ -36,6 +36,28 @@ static inline int bzc_create_cq_op(struct ib_cq *ibcq,
 }
 #endif
 
+/*
+ * ib_device_ops.reg_user_mr_dmabuf: Linux 6.10 passes the uverbs attribute
+ * bundle instead of the driver udata.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
+static inline struct ib_mr *
+bzc_reg_user_mr_dmabuf_op(struct ib_pd *pd, u64 offset, u64 length, u64 iova,
+			  int fd, int access, struct uverbs_attr_bundle *attrs)
+{
+	return bzc_reg_user_mr_dmabuf(pd, offset, length, iova, fd, access,
+				      attrs ? &attrs->driver_udata : NULL);
+}
+#else
+static inline struct ib_mr *
+bzc_reg_user_mr_dmabuf_op(struct ib_pd *pd, u64 offset, u64 length, u64 iova,
+			  int fd, int access, struct ib_udata *udata)
+{
+	return bzc_reg_user_mr_dmabuf(pd, offset, length, iova, fd, access,
+				      udata);
+}
+#endif
+
 /* pin_user_pages_remote(): Linux 6.5 dropped the vmas argument. */
 static inline long bzc_pin_user_pages_remote(struct mm_struct *mm,
 					     unsigned long start,

@@ -213,8 +213,15 @@ static int __init bzc_init(void)
 	if (!bzc_wq)
 		return -ENOMEM;
 
+	err = bzc_dmabuf_init();
+	if (err) {
+		destroy_workqueue(bzc_wq);
+		return err;
+	}
+
 	err = register_netdevice_notifier(&bzc_netdev_notifier);
 	if (err) {
+		bzc_dmabuf_exit();
 		destroy_workqueue(bzc_wq);
 		return err;
 	}
@@ -228,6 +235,7 @@ static void __exit bzc_exit(void)
 	rdma_link_unregister(&bzc_link_ops);
 	ib_unregister_driver(BZC_RDMA_DRIVER_ID);
 	unregister_netdevice_notifier(&bzc_netdev_notifier);
+	bzc_dmabuf_exit();
 	destroy_workqueue(bzc_wq);
 }
 

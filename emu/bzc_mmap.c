@@ -22,8 +22,20 @@
 
 #include "bzc.h"
 
-static struct bzc_mmap_entry *bzc_mmap_insert(struct ib_ucontext *ibuc,
-					      void *kaddr, size_t size, u64 *key)
+/**
+ * bzc_mmap_insert() - offer kernel memory to a process for mmap
+ * @ibuc: the process's context
+ * @kaddr: the memory (vmalloc'ed, page aligned)
+ * @size: its length in bytes
+ * @dm: NULL for a ring, which the entry then owns and frees; else the
+ *	device memory @kaddr belongs to, whose reference the entry takes
+ * @key: the mmap offset the process maps it at
+ *
+ * Return: the entry, or an ERR_PTR.
+ */
+struct bzc_mmap_entry *bzc_mmap_insert(struct ib_ucontext *ibuc, void *kaddr,
+				       size_t size, struct bzc_dm *dm,
+				       u64 *key)
 {
 	struct bzc_mmap_entry *entry;
 	int err;
@@ -33,6 +45,7 @@ static struct bzc_mmap_entry *bzc_mmap_insert(struct ib_ucontext *ibuc,
 		return ERR_PTR(-ENOMEM);
 
 	entry->kaddr = kaddr;
+	entry->dm = dm;
 	err = rdma_user_mmap_entry_insert(ibuc, &entry->rdma_entry,
 					  PAGE_ALIGN(size));
 	if (err) {
@@ -113,7 +126,10 @@ void bzc_mmap_free(struct rdma_user_mmap_entry *rdma_entry)
 {
 	struct bzc_mmap_entry *entry = to_bmmap(rdma_entry);
 
-	vfree(entry->kaddr);
+	if (entry->dm)
+		bzc_dm_put(entry->dm);
+	else
+		vfree(entry->kaddr);
 	kfree(entry);
 }
 
@@ -178,7 +194,7 @@ int bzc_ring_alloc(struct bzc_ring *ring, struct ib_udata *udata,
 		return 0;
 
 	uctx = rdma_udata_to_drv_context(udata, struct bzc_ucontext, ibuc);
-	ring->mmap = bzc_mmap_insert(&uctx->ibuc, ring->kaddr, len,
+	ring->mmap = bzc_mmap_insert(&uctx->ibuc, ring->kaddr, len, NULL,
 				     &ring->mmap_key);
 	if (IS_ERR(ring->mmap)) {
 		int err = PTR_ERR(ring->mmap);

@@ -42,6 +42,18 @@
  */
 #define BZC_MR_ACCESS_FLUSH (BZC_CORE_HAS_FLUSH ? BZC_ACCESS_FLUSH_GLOBAL : 0)
 
+/**
+ * bzc_mr_access_ok() - are these MR access flags ones the device implements
+ * @access: IB_ACCESS_* of a registration
+ *
+ * Return: true unless a flag outside what the device implements (or may
+ * ignore) is set.
+ */
+bool bzc_mr_access_ok(int access)
+{
+	return !(access & ~BZC_MR_ACCESS);
+}
+
 static int bzc_mr_collect_pages(struct bzc_mr *mr)
 {
 	struct sg_page_iter iter;
@@ -227,7 +239,13 @@ static void bzc_mr_destroy(struct bzc_mr *mr)
 	bzc_mr_put(mr);
 	wait_for_completion(&mr->released);
 
-	kvfree(mr->pages);
+	/* A device memory MR's pages are the device memory's. */
+	if (mr->dm)
+		bzc_dm_put(mr->dm);
+	else
+		kvfree(mr->pages);
+	if (mr->dmabuf)
+		bzc_dmabuf_mr_release(mr);
 	ib_umem_release(mr->umem);
 	kfree(mr);
 }

@@ -109,6 +109,15 @@ module_param_cb(max_ah, &bzc_limit_ops, &bzc_max_ah, 0644);
 MODULE_PARM_DESC(max_ah,
 		 "address handles per device (at most and by default 65535)");
 
+/*
+ * Device memory (bzc_dm.c): the device's whole on-NIC memory, shared by
+ * every allocation on it, in KiB.
+ */
+static struct bzc_limit bzc_max_dm_kb = { .max = 65536 };
+module_param_cb(max_dm_kb, &bzc_limit_ops, &bzc_max_dm_kb, 0644);
+MODULE_PARM_DESC(max_dm_kb,
+		 "device memory per device in KiB (at most and by default 65536)");
+
 void bzc_init_device_attr(struct bzc_dev *bdev)
 {
 	struct ib_device_attr *a = &bdev->attr;
@@ -158,6 +167,7 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	/* Completion timestamps: CLOCK_MONOTONIC in ns, 64 bits. */
 	a->hca_core_clock = NSEC_PER_SEC / 1000;	/* kHz */
 	a->timestamp_mask = U64_MAX;
+	a->max_dm_size = (u64)bzc_limit(&bzc_max_dm_kb) * SZ_1K;
 }
 
 /* Port state follows the netdev: ACTIVE while it is up with carrier. */
@@ -243,7 +253,8 @@ static void bzc_get_dev_fw_str(struct ib_device *ibdev, char *str)
 static const struct bzc_alloc_ucontext_resp bzc_ucontext_resp = {
 	.comp_mask = BZC_ALLOC_UCTX_RESP_CAPS,
 	.caps = BZC_CAP_MMAP_ENTRIES | BZC_CAP_BULK | BZC_CAP_QP_DOORBELL |
-		BZC_CAP_ATOMIC_WRITE | BZC_CAP_SRQ_RESIZE |
+		BZC_CAP_ATOMIC_WRITE | BZC_CAP_SRQ_RESIZE | BZC_CAP_DM |
+		BZC_CAP_DM_EXPORT_DMABUF |
 		(BZC_CORE_HAS_FLUSH ? BZC_CAP_FLUSH : 0),
 };
 
@@ -360,6 +371,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.driver_id = BZC_RDMA_DRIVER_ID,
 	.uverbs_abi_ver = BZC_UVERBS_ABI_VERSION,
 
+	.alloc_dm = bzc_alloc_dm,
 	.alloc_mw = bzc_alloc_mw,
 	.alloc_pd = bzc_alloc_pd,
 	.create_ah = bzc_create_ah,
@@ -370,6 +382,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.alloc_ucontext = bzc_alloc_ucontext,
 	.alloc_hw_port_stats = bzc_alloc_hw_port_stats,
 	.attach_mcast = bzc_attach_mcast,
+	.dealloc_dm = bzc_dealloc_dm,
 	.dealloc_driver = bzc_dealloc_driver,
 	.dealloc_mw = bzc_dealloc_mw,
 	.dealloc_pd = bzc_dealloc_pd,
@@ -400,7 +413,9 @@ const struct ib_device_ops bzc_dev_ops = {
 	.query_qp = bzc_query_qp,
 	.query_srq = bzc_query_srq,
 	.query_ucontext = bzc_query_ucontext,
+	.reg_dm_mr = bzc_reg_dm_mr,
 	.reg_user_mr = bzc_reg_user_mr,
+	.reg_user_mr_dmabuf = bzc_reg_user_mr_dmabuf_op,
 	.rereg_user_mr = bzc_rereg_user_mr,
 	.req_notify_cq = bzc_req_notify_cq,
 	.resize_cq = bzc_resize_cq,

@@ -705,6 +705,30 @@ int ibv_cmd_query_mr(struct ibv_pd *pd, struct verbs_mr *vmr,
 		     uint32_t mr_handle);
 
 /*
+ * Device memory as libibverbs sees it: the public ibv_dm followed by the
+ * kernel handle of the DM object, which the DM commands name.
+ */
+struct verbs_dm {
+	struct ibv_dm dm;
+	uint32_t handle;
+};
+
+/* A chain of driver attributes for an ioctl command; bzc passes NULL. */
+struct ibv_command_buffer;
+
+/* Destroys dm->handle in the kernel (ioctl); does not free @dm. */
+int ibv_cmd_free_dm(struct verbs_dm *dm);
+
+/*
+ * DM_MR_REG (ioctl): an MR over [offset, offset + length) of @dm.  EINVAL
+ * without IBV_ACCESS_ZERO_BASED.  Sets handle, context, lkey, rkey,
+ * length, pd and addr (NULL: zero-based) of vmr->ibv_mr and vmr->mr_type.
+ */
+int ibv_cmd_reg_dm_mr(struct ibv_pd *pd, struct verbs_dm *dm,
+		      uint64_t offset, size_t length, unsigned int access,
+		      struct verbs_mr *vmr, struct ibv_command_buffer *link);
+
+/*
  * ALLOC_MW (write()); @cmd is required.  Sets context, pd, rkey, handle
  * and type of @mw.
  */
@@ -1001,6 +1025,7 @@ BZC_PABI_ASSERT(offsetof(struct verbs_match_ent, kind) == 20);
 BZC_PABI_ASSERT(sizeof(struct verbs_match_ent) == 24);
 BZC_PABI_ASSERT(sizeof(struct ibv_mr) == 48);
 BZC_PABI_ASSERT(sizeof(struct verbs_mr) == 56);
+BZC_PABI_ASSERT(offsetof(struct verbs_dm, handle) == sizeof(struct ibv_dm));
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, cq_event) == 96);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, create_cq) == 120);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, create_cq_ex) == 128);

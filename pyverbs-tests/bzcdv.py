@@ -46,6 +46,7 @@ ACCESS_LOCAL_WRITE = 1
 ACCESS_REMOTE_WRITE = 2
 ACCESS_REMOTE_READ = 4
 ACCESS_ALL = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ
+ACCESS_ZERO_BASED = 1 << 5
 
 # bzcdv.h
 BULK_WRITE = 0
@@ -73,6 +74,28 @@ class IbvMr(ctypes.Structure):
                 ('addr', ctypes.c_void_p), ('length', ctypes.c_size_t),
                 ('handle', ctypes.c_uint32), ('lkey', ctypes.c_uint32),
                 ('rkey', ctypes.c_uint32)]
+
+
+class IbvAllocDmAttr(ctypes.Structure):
+    _fields_ = [('length', ctypes.c_size_t), ('log_align_req', ctypes.c_uint32),
+                ('comp_mask', ctypes.c_uint32)]
+
+
+# struct ibv_dm: context, memcpy_to_dm, memcpy_from_dm, comp_mask, handle
+_DM_TO_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64,
+                             ctypes.c_void_p, ctypes.c_size_t)
+_DM_FROM_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                               ctypes.c_uint64, ctypes.c_size_t)
+
+
+class IbvDm(ctypes.Structure):
+    _fields_ = [('context', ctypes.c_void_p), ('memcpy_to_dm', _DM_TO_FN),
+                ('memcpy_from_dm', _DM_FROM_FN),
+                ('comp_mask', ctypes.c_uint32), ('handle', ctypes.c_uint32)]
+
+
+class ExportDmAttr(ctypes.Structure):
+    _fields_ = [('comp_mask', ctypes.c_uint64), ('fd', ctypes.c_int)]
 
 
 class IbvWc(ctypes.Structure):
@@ -182,6 +205,8 @@ lib.bzcdv_release_mr_cached.restype = ctypes.c_int
 lib.bzcdv_release_mr_cached.argtypes = [ctypes.POINTER(MrCached)]
 lib.bzcdv_query_mr_cache.restype = ctypes.c_int
 lib.bzcdv_query_mr_cache.argtypes = [VP, ctypes.POINTER(MrCacheStats)]
+lib.bzcdv_export_dm.restype = ctypes.c_int
+lib.bzcdv_export_dm.argtypes = [VP, ctypes.POINTER(ExportDmAttr)]
 
 _ibv.ibv_get_device_list.restype = ctypes.POINTER(VP)
 _ibv.ibv_get_device_list.argtypes = [ctypes.POINTER(ctypes.c_int)]
@@ -202,6 +227,9 @@ _ibv.ibv_destroy_cq.restype = ctypes.c_int
 _ibv.ibv_destroy_cq.argtypes = [VP]
 _ibv.ibv_reg_mr.restype = ctypes.POINTER(IbvMr)
 _ibv.ibv_reg_mr.argtypes = [VP, VP, ctypes.c_size_t, ctypes.c_int]
+_ibv.ibv_reg_dmabuf_mr.restype = ctypes.POINTER(IbvMr)
+_ibv.ibv_reg_dmabuf_mr.argtypes = [VP, ctypes.c_uint64, ctypes.c_size_t,
+                                   ctypes.c_uint64, ctypes.c_int, ctypes.c_int]
 _ibv.ibv_dereg_mr.restype = ctypes.c_int
 _ibv.ibv_dereg_mr.argtypes = [VP]
 
@@ -416,6 +444,100 @@ class Mr:
             self.p = None
             if rc:
                 _raise(rc, 'ibv_dereg_mr')
+
+
+class DmabufMr(Mr):
+    """ibv_reg_dmabuf_mr(): @length bytes at @offset of dma-buf @fd,
+    addressed from @iova."""
+
+    def __init__(self, pd, offset, length, iova, fd, access=ACCESS_ALL):
+        self.p = _ibv.ibv_reg_dmabuf_mr(pd, offset, length, iova, fd, access)
+        if not self.p:
+            _errno_raise('ibv_reg_dmabuf_mr')
+        self.addr, self.length = iova, length
+        self.lkey = self.p.contents.lkey
+        self.rkey = self.p.contents.rkey
+
+
+# ibv_alloc_dm(), ibv_free_dm() and ibv_reg_dm_mr() are inline in verbs.h:
+# they call ops of struct verbs_context, which ends with struct ibv_context
+# and grows only at its start, so the ops sit at fixed negative offsets
+# from the ibv_context (rdma-core 44 to 56).
+_VCTX_REG_DM_MR, _VCTX_ALLOC_DM, _VCTX_FREE_DM = -264, -256, -248
+_ALLOC_DM_FN = ctypes.CFUNCTYPE(ctypes.POINTER(IbvDm), VP,
+                                ctypes.POINTER(IbvAllocDmAttr))
+_FREE_DM_FN = ctypes.CFUNCTYPE(ctypes.c_int, VP)
+_REG_DM_MR_FN = ctypes.CFUNCTYPE(ctypes.POINTER(IbvMr), VP, VP,
+                                 ctypes.c_uint64, ctypes.c_size_t,
+                                 ctypes.c_uint)
+
+
+def _vctx_op(ctx_p, off, proto):
+    fn = ctypes.c_void_p.from_address(ctx_p + off).value
+    if not fn:
+        raise DvError(errno.EOPNOTSUPP, 'op not in verbs_context')
+    return proto(fn)
+
+
+class Dm:
+    """ibv_alloc_dm() of @length bytes; to()/frm() copy in and out,
+    mr() registers a (zero-based) DM MR, export() makes a dma-buf fd
+    (bzcdv_export_dm)."""
+
+    def __init__(self, ctx, length):
+        attr = IbvAllocDmAttr(length=length)
+        self.ctx = ctx
+        self.p = _vctx_op(ctx.p, _VCTX_ALLOC_DM, _ALLOC_DM_FN)(
+            ctx.p, ctypes.byref(attr))
+        if not self.p:
+            _errno_raise('ibv_alloc_dm')
+        assert self.p.contents.context == ctx.p
+        self.length = length
+
+    def to(self, off, data):
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        rc = self.p.contents.memcpy_to_dm(ctypes.cast(self.p, VP), off, buf,
+                                          len(data))
+        if rc:
+            _raise(rc, 'ibv_memcpy_to_dm')
+
+    def frm(self, off, n):
+        buf = ctypes.create_string_buffer(n)
+        rc = self.p.contents.memcpy_from_dm(buf, ctypes.cast(self.p, VP),
+                                            off, n)
+        if rc:
+            _raise(rc, 'ibv_memcpy_from_dm')
+        return buf.raw
+
+    def mr(self, pd, off, length, access):
+        return self.ctx.track(DmMr(self, pd, off, length, access))
+
+    def export(self, comp_mask=0):
+        """bzcdv_export_dm(): the dma-buf fd (the caller closes it)."""
+        a = ExportDmAttr(comp_mask=comp_mask, fd=-1)
+        rc = lib.bzcdv_export_dm(ctypes.cast(self.p, VP), ctypes.byref(a))
+        if rc:
+            _raise(rc, 'bzcdv_export_dm')
+        return a.fd
+
+    def close(self):
+        if self.p:
+            rc = _vctx_op(self.ctx.p, _VCTX_FREE_DM, _FREE_DM_FN)(
+                ctypes.cast(self.p, VP))
+            if rc:
+                _raise(rc, 'ibv_free_dm')
+            self.p = None
+
+
+class DmMr(Mr):
+    def __init__(self, dm, pd, off, length, access):
+        self.p = _vctx_op(dm.ctx.p, _VCTX_REG_DM_MR, _REG_DM_MR_FN)(
+            pd, ctypes.cast(dm.p, VP), off, length, access)
+        if not self.p:
+            _errno_raise('ibv_reg_dm_mr')
+        self.addr, self.length = 0, length
+        self.lkey = self.p.contents.lkey
+        self.rkey = self.p.contents.rkey
 
 
 class Cq:
@@ -812,6 +934,14 @@ class Ctx:
 
     def mr(self, addr, length, access=ACCESS_ALL, pd=None):
         return self.track(Mr(pd or self.pd, addr, length, access))
+
+    def dmabuf_mr(self, offset, length, iova, fd, access=ACCESS_ALL,
+                  pd=None):
+        return self.track(DmabufMr(pd or self.pd, offset, length, iova, fd,
+                                   access))
+
+    def dm(self, length):
+        return self.track(Dm(self, length))
 
     def buf(self, length):
         return self.track(Buffer(length))

@@ -203,30 +203,3 @@ def test_parent_domain(ctx):
     pd.close()
     assert pd_count() == base
 
-
-# ---------------------------------------------------------------------------
-# Verbs the device does not implement yet.  These document the contract (a
-# clean EOPNOTSUPP, nothing in the kernel log, the context still usable) and
-# are meant to be replaced by real tests when the verb lands.  (CQs and MRs
-# landed with the CQ-ring/MR commit, then QPs, AHs, SRQs (test_srq.py) and
-# memory windows (test_mw.py): their "not yet" tests were removed.)  A device
-# must also not advertise a resource it cannot create: applications size themselves from query_device.
-# ---------------------------------------------------------------------------
-
-def _assert_eopnotsupp(fn):
-    with pytest.raises(PyverbsRDMAError) as ex:
-        fn()
-    assert ex.value.error_code == errno.EOPNOTSUPP, str(ex.value)
-
-
-def test_dm_not_yet_supported(ctx):
-    # ibv_alloc_dm() is inline in verbs.h (no symbol for ctypes) and pyverbs
-    # checks max_dm_size before calling it: the device must not advertise
-    # device memory it cannot allocate.
-    from pyverbs.pyverbs_error import PyverbsUserError
-    assert ctx.query_device_ex().max_dm_size == 0
-    with pytest.raises(PyverbsUserError):
-        d.DM(ctx, d.AllocDmAttr(length=4096))
-    # the context is still fine afterwards
-    pd = PD(ctx)
-    pd.close()

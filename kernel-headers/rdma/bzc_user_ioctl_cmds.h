@@ -144,4 +144,33 @@ enum bzc_srq_resize_attrs {
 	BZC_ATTR_SRQ_RESIZE_RESP,
 };
 
+/*
+ * Driver attributes of the core's UVERBS_METHOD_DM_ALLOC (with BZC_CAP_DM).
+ * The device memory is mapped MAP_SHARED from the uverbs fd at the offset
+ * returned, its length rounded up to whole pages.
+ */
+enum bzc_alloc_dm_attrs {
+	/* PTR_OUT __aligned_u64: the mmap offset of the memory */
+	BZC_ATTR_ALLOC_DM_RESP_MMAP_OFFSET = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+/*
+ * Driver methods on the core UVERBS_OBJECT_DM (with
+ * BZC_CAP_DM_EXPORT_DMABUF).
+ */
+enum bzc_dm_methods {
+	/*
+	 * A dma-buf of the whole device memory (its length rounded up to
+	 * pages), which holds the memory until its last reference goes.
+	 */
+	BZC_METHOD_DM_EXPORT_DMABUF = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum bzc_dm_export_dmabuf_attrs {
+	/* IDR UVERBS_OBJECT_DM, read: a DM of this process */
+	BZC_ATTR_DM_EXPORT_DMABUF_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* PTR_OUT __s32: the new file descriptor (O_RDWR | O_CLOEXEC) */
+	BZC_ATTR_DM_EXPORT_DMABUF_RESP_FD,
+};
+
 #endif /* BZC_USER_IOCTL_CMDS_H */

@@ -64,6 +64,13 @@ enum bzc_device_caps {
 	BZC_CAP_FLUSH = 1 << 4,
 	/* BZC_METHOD_SRQ_RESIZE exists on UVERBS_OBJECT_SRQ. */
 	BZC_CAP_SRQ_RESIZE = 1 << 5,
+	/*
+	 * Device memory: UVERBS_METHOD_DM_ALLOC returns where to map the
+	 * memory (BZC_ATTR_ALLOC_DM_RESP_MMAP_OFFSET).
+	 */
+	BZC_CAP_DM = 1 << 6,
+	/* BZC_METHOD_DM_EXPORT_DMABUF exists on UVERBS_OBJECT_DM. */
+	BZC_CAP_DM_EXPORT_DMABUF = 1 << 7,
 };
 
 /* bzc_cq_ring_hdr.arm: what the next completion event waits for. */

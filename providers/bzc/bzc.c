@@ -110,6 +110,7 @@ static void bzc_free_context(struct ibv_context *ibctx)
  * header and needs no bookkeeping when an event is read.
  */
 static const struct verbs_context_ops bzc_ctx_ops = {
+	.alloc_dm = bzc_alloc_dm,
 	.alloc_mw = bzc_alloc_mw,
 	.alloc_parent_domain = bzc_alloc_parent_domain,
 	.alloc_pd = bzc_alloc_pd,
@@ -133,6 +134,7 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.destroy_srq = bzc_destroy_srq,
 	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = bzc_free_context,
+	.free_dm = bzc_free_dm,
 	.import_mr = bzc_import_mr,
 	.import_pd = bzc_import_pd,
 	.modify_qp = bzc_modify_qp,
@@ -146,6 +148,8 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.query_qp = bzc_query_qp,
 	.query_rt_values = bzc_query_rt_values,
 	.query_srq = bzc_query_srq,
+	.reg_dm_mr = bzc_reg_dm_mr,
+	.reg_dmabuf_mr = bzc_reg_dmabuf_mr,
 	.reg_mr = bzc_reg_mr,
 	.req_notify_cq = bzc_req_notify_cq,
 	.rereg_mr = bzc_rereg_mr,

@@ -394,7 +394,7 @@ bool bzc_is_bzc_device(struct ibv_device *ibdev);
  * ioctl interface.  Built on the stack with bzc_cmd_init(), filled with
  * the bzc_cmd_add_*() helpers, run with bzc_cmd_exec().
  */
-#define BZC_CMD_MAX_ATTRS 6
+#define BZC_CMD_MAX_ATTRS 9
 
 struct bzc_cmd {
 	struct ib_uverbs_ioctl_hdr hdr;
@@ -465,6 +465,17 @@ int bzc_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 int bzc_dereg_mr(struct verbs_mr *vmr);
 struct ibv_mr *bzc_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
 void bzc_unimport_mr(struct ibv_mr *mr);
+struct ibv_mr *bzc_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				 size_t length, uint64_t iova, int fd,
+				 int access);
+
+/* dm.c */
+struct ibv_dm *bzc_alloc_dm(struct ibv_context *context,
+			    struct ibv_alloc_dm_attr *attr);
+int bzc_free_dm(struct ibv_dm *ibdm);
+struct ibv_mr *bzc_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
+			     uint64_t dm_offset, size_t length,
+			     unsigned int access);
 
 /* A WQE's num_sge is 8 bits wide. */
 #define BZC_MAX_WQE_SGE 255U

@@ -13,7 +13,8 @@
  *    errno alone); functions returning a pointer return NULL and set errno.
  *  - Every function but bzcdv_is_supported() fails with EOPNOTSUPP on a
  *    context that is not a bzc device, or whose kernel driver lacks the
- *    bulk objects (BZC_CAP_BULK).
+ *    objects it uses (the bulk objects, BZC_CAP_BULK; for
+ *    bzcdv_export_dm(), BZC_CAP_DM_EXPORT_DMABUF).
  *  - comp_mask of an input struct names the optional fields the caller
  *    filled in; a bit this library does not know fails with EINVAL.
  *    comp_mask of an output struct (the query functions) is in/out as in
@@ -296,6 +297,35 @@ struct bzcdv_mr_cache_stats {
  * Returns 0, EOPNOTSUPP (no bulk support), or the ioctl's errno.
  */
 int bzcdv_query_mr_cache(struct ibv_pd *pd, struct bzcdv_mr_cache_stats *stats);
+
+/* ---------------------------------------------------------------------- */
+/* Device memory                                                            */
+/* ---------------------------------------------------------------------- */
+
+/* bzcdv_export_dm_attr.comp_mask: no optional fields yet. */
+enum bzcdv_export_dm_attr_mask {
+	BZCDV_EXPORT_DM_ATTR_MASK_ALL = 0,
+};
+
+struct bzcdv_export_dm_attr {
+	uint64_t comp_mask;	/* in: enum bzcdv_export_dm_attr_mask */
+	int fd;			/* out: the dma-buf */
+};
+
+/*
+ * Exports the device memory @dm (from ibv_alloc_dm() on a bzc device) as a
+ * dma-buf: attr->fd, opened O_RDWR | O_CLOEXEC, of the DM's length rounded
+ * up to whole pages.  Another process or driver imports it, bzc's own
+ * ibv_reg_dmabuf_mr() included, or maps it (mmap).  The dma-buf holds the
+ * memory: it outlives ibv_free_dm() until its last reference is closed.
+ * Each call makes a new dma-buf.
+ * Kernel: UVERBS_OBJECT_DM / BZC_METHOD_DM_EXPORT_DMABUF.
+ * Returns 0, EOPNOTSUPP (not a bzc device's DM, or a kernel without
+ * BZC_CAP_DM_EXPORT_DMABUF), EINVAL (NULL attr, unknown comp_mask bit), or
+ * the ioctl's errno (EMFILE: no free file descriptor; ENOMEM); see
+ * bzcdv_export_dm(3).
+ */
+int bzcdv_export_dm(struct ibv_dm *dm, struct bzcdv_export_dm_attr *attr);
 
 #ifdef __cplusplus
 }

@@ -2,13 +2,16 @@
 /*
  * bzc: memory regions.
  *
- * Registration is entirely the kernel's business (it pins the pages and
- * hands out the keys); the provider passes the standard commands through
- * and keeps no state of its own beyond struct verbs_mr.
+ * Registration is entirely the kernel's business (it pins the pages, or
+ * attaches the dma-buf, and hands out the keys); the provider passes the
+ * standard commands through and keeps no state of its own beyond struct
+ * verbs_mr.
  */
 
 #include <errno.h>
 #include <stdlib.h>
+
+#include <rdma/ib_user_ioctl_cmds.h>
 
 #include "bzc.h"
 
@@ -62,6 +65,61 @@ struct ibv_mr *bzc_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
 void bzc_unimport_mr(struct ibv_mr *mr)
 {
 	free(container_of(mr, struct verbs_mr, ibv_mr));
+}
+
+/*
+ * ibv_reg_dmabuf_mr(): the core's REG_DMABUF_MR method, issued here rather
+ * than through ibv_cmd_reg_dmabuf_mr(), whose arguments changed within
+ * the provider ABI (rdma-core 54).  ibv_reg_dmabuf_mr() sets context, pd,
+ * addr and length of the MR.
+ */
+struct ibv_mr *bzc_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				 size_t length, uint64_t iova, int fd,
+				 int access)
+{
+	uint64_t len = length;
+	uint32_t ufd = (uint32_t)fd, uaccess = (uint32_t)access;
+	uint32_t lkey = 0, rkey = 0;
+	struct ib_uverbs_attr *handle;
+	struct verbs_mr *vmr;
+	struct bzc_cmd cmd;
+	int ret;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+
+	bzc_cmd_init(&cmd, UVERBS_OBJECT_MR, UVERBS_METHOD_REG_DMABUF_MR);
+	handle = bzc_cmd_add_idr_new(&cmd, UVERBS_ATTR_REG_DMABUF_MR_HANDLE);
+	bzc_cmd_add_idr(&cmd, UVERBS_ATTR_REG_DMABUF_MR_PD_HANDLE, pd->handle);
+	bzc_cmd_add_ptr_in(&cmd, UVERBS_ATTR_REG_DMABUF_MR_OFFSET, &offset,
+			   sizeof(offset));
+	bzc_cmd_add_ptr_in(&cmd, UVERBS_ATTR_REG_DMABUF_MR_LENGTH, &len,
+			   sizeof(len));
+	bzc_cmd_add_ptr_in(&cmd, UVERBS_ATTR_REG_DMABUF_MR_IOVA, &iova,
+			   sizeof(iova));
+	bzc_cmd_add_ptr_in(&cmd, UVERBS_ATTR_REG_DMABUF_MR_FD, &ufd,
+			   sizeof(ufd));
+	bzc_cmd_add_ptr_in(&cmd, UVERBS_ATTR_REG_DMABUF_MR_ACCESS_FLAGS,
+			   &uaccess, sizeof(uaccess));
+	bzc_cmd_add_ptr_out(&cmd, UVERBS_ATTR_REG_DMABUF_MR_RESP_LKEY, &lkey,
+			    sizeof(lkey));
+	bzc_cmd_add_ptr_out(&cmd, UVERBS_ATTR_REG_DMABUF_MR_RESP_RKEY, &rkey,
+			    sizeof(rkey));
+	ret = bzc_cmd_exec(pd->context, &cmd);
+	if (ret) {
+		free(vmr);
+		errno = ret;
+		return NULL;
+	}
+
+	vmr->ibv_mr.handle = (uint32_t)handle->data;
+	vmr->ibv_mr.lkey = lkey;
+	vmr->ibv_mr.rkey = rkey;
+	/* ibv_dereg_mr() must not re-enable fork on the buffer's range. */
+	vmr->mr_type = IBV_MR_TYPE_DMABUF_MR;
+	vmr->access = access;
+	return &vmr->ibv_mr;
 }
 
 /*
