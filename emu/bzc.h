@@ -228,6 +228,7 @@ struct bzc_fr {
 	u32 max_pages;			/* of both page arrays: max_num_sg */
 	u32 key;			/* the key REG_MR gave it */
 	bool valid;
+	bool registering;		/* a REG_MR waits for its accesses */
 };
 
 /*

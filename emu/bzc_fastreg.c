@@ -146,6 +146,8 @@ static const char *bzc_fr_refuse(struct bzc_mr *mr, struct bzc_qp *qp,
 		return "its PD is not the QP's";
 	if (fr->valid)
 		return "it is still valid";
+	if (fr->registering)
+		return "another REG_MR of it is running";
 	if (access & ~BZC_FR_ACCESS)
 		return "unsupported access flags";
 	/* As for any MR: remote writes and atomics need local write. */
@@ -191,6 +193,8 @@ enum ib_wc_status bzc_fr_register(struct bzc_qp *qp,
 		mr = NULL;
 	if (mr)
 		why = bzc_fr_refuse(mr, qp, length, access);
+	if (!why)
+		mr->fr->registering = true;
 	xa_unlock(&bdev->mr_xa);
 	if (why)
 		goto refuse;
@@ -198,13 +202,15 @@ enum ib_wc_status bzc_fr_register(struct bzc_qp *qp,
 	/*
 	 * Invalid, so no lookup takes a reference any more: wait for those
 	 * taken before the invalidation (copies in flight), so that none
-	 * of them sees the pages change. Ours and the MR's own remain.
+	 * of them sees the pages change. Ours and the MR's own remain; no
+	 * other REG_MR holds one (`registering`).
 	 */
 	wait_var_event(&mr->refcnt, refcount_read(&mr->refcnt) <= 2);
 
 	fr = mr->fr;
 	xa_lock(&bdev->mr_xa);
-	/* Another QP's REG_MR may have come first (a consumer's bug). */
+	fr->registering = false;
+	/* map_mr_sg may have run meanwhile (a consumer's bug): check again. */
 	why = bzc_fr_refuse(mr, qp, length, access);
 	if (!why) {
 		swap(mr->pages, fr->staged);
