@@ -17,26 +17,22 @@ configfs tree removed, the modules unloaded; the kernel log is checked
 Skips name what is missing: nvme-cli or fio, a module of the kernel.
 """
 
-import glob
 import json
 import os
-import re
 import shutil
 import subprocess
 
 import pytest
 
 import bzc_helpers as h
+import nvmeof as nv
 
 pytestmark = pytest.mark.keeps_netdev
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, 'nvmeof-verify.fio')
 NQN = 'nqn.2026-11.org.bzc:nvmeof-test'
-HOSTNQN = 'nqn.2026-11.org.bzc:nvmeof-host'
 PORT = 4420
-CONFIGFS = '/sys/kernel/config'
-NVMET = f'{CONFIGFS}/nvmet'
 NS_FILE = '/tmp/bzc-nvmeof-ns2.img'
 NS_FILE_BYTES = 64 << 20
 # Bytes each fio job moves per namespace: a few seconds in the TCG guest.
@@ -52,117 +48,29 @@ def _need_tools():
                         f'tools/setup-debian installs it)')
 
 
-def _load_modules():
-    for mod in MODULES:
-        args = ['modprobe', mod]
-        if mod == 'null_blk':
-            # Memory-backed, so that what is written can be read back.
-            args += ['nr_devices=1', 'gb=1', 'memory_backed=1']
-        cp = h.run(args, check=False)
-        if cp.returncode:
-            pytest.skip(f'kernel module {mod} cannot be loaded: '
-                        f'{cp.stderr.strip()}')
-
-
-def _mkdir(path):
-    os.mkdir(path)
-    return path
-
-
-def _write(path, value):
-    with open(path, 'w') as f:
-        f.write(f'{value}\n')
-
-
-def _ns_devices():
-    """{nsid: /dev/nvmeXnY} of the namespaces of NQN the host sees."""
-    found = {}
-    for blk in glob.glob('/sys/block/nvme*n*'):
-        # nvmeXcYnZ: a path of a multipath namespace, no device node.
-        if not re.fullmatch(r'nvme\d+n\d+', os.path.basename(blk)):
-            continue
-        if h.read_file(f'{blk}/device/subsysnqn', '') != NQN:
-            continue
-        nsid = int(h.read_file(f'{blk}/nsid', '0'))
-        found[nsid] = '/dev/' + os.path.basename(blk)
-    return found
-
-
-def _ctrl_dirs():
-    return [c for c in glob.glob('/sys/class/nvme/nvme*')
-            if h.read_file(f'{c}/subsysnqn', '') == NQN]
-
-
-class Target:
-    """The nvmet configfs tree: subsystem NQN, its namespaces, one port."""
-
-    def __init__(self):
-        self.made = []          # configfs paths, removed in reverse order
-        self.links = []
-
-    def build(self):
-        if not os.path.isdir(NVMET):
-            if not os.path.ismount(CONFIGFS):
-                h.run(['mount', '-t', 'configfs', 'none', CONFIGFS])
-        assert os.path.isdir(NVMET), f'{NVMET} missing after modprobe nvmet'
-        subsys = _mkdir(f'{NVMET}/subsystems/{NQN}')
-        self.made.append(subsys)
-        _write(f'{subsys}/attr_allow_any_host', 1)
-        with open(NS_FILE, 'wb') as f:
-            f.truncate(NS_FILE_BYTES)
-        for nsid, path in ((1, '/dev/nullb0'), (2, NS_FILE)):
-            ns = _mkdir(f'{subsys}/namespaces/{nsid}')
-            self.made.append(ns)
-            _write(f'{ns}/device_path', path)
-            if path == NS_FILE:
-                # The file backend opens with O_DIRECT, which tmpfs lacks.
-                _write(f'{ns}/buffered_io', 1)
-            _write(f'{ns}/enable', 1)
-        port = _mkdir(f'{NVMET}/ports/1')
-        self.made.append(port)
-        _write(f'{port}/addr_trtype', 'rdma')
-        _write(f'{port}/addr_adrfam', 'ipv4')
-        _write(f'{port}/addr_traddr', h.IPV4)
-        _write(f'{port}/addr_trsvcid', PORT)
-        link = f'{port}/subsystems/{NQN}'
-        os.symlink(subsys, link)
-        self.links.append(link)
-
-    def remove(self):
-        for link in reversed(self.links):
-            os.unlink(link)
-        for path in reversed(self.made):
-            if os.path.basename(os.path.dirname(path)) == 'namespaces':
-                _write(f'{path}/enable', 0)
-            os.rmdir(path)
-        self.made, self.links = [], []
-        if os.path.exists(NS_FILE):
-            os.unlink(NS_FILE)
-
-
 @pytest.fixture(scope='module')
 def nvmeof():
     """The target on bzc0 and the host connected to it: {nsid: device}."""
     _need_tools()
-    _load_modules()
-    target = Target()
+    missing = nv.load_modules(MODULES)
+    if missing:
+        pytest.skip(f'kernel module {missing[0]} cannot be loaded: '
+                    f'{missing[1]}')
+    with open(NS_FILE, 'wb') as f:
+        f.truncate(NS_FILE_BYTES)
+    target = nv.Target(NQN, {1: '/dev/nullb0', 2: NS_FILE}, 'rdma', h.IPV4,
+                       PORT)
     connected = False
     try:
         target.build()
-        h.run(['nvme', 'connect', '-t', 'rdma', '-a', h.IPV4,
-               '-s', str(PORT), '-n', NQN, '--hostnqn', HOSTNQN],
-              timeout=120)
+        devs = target.connect()
         connected = True
-        devs = h.wait_until(lambda: len(_ns_devices()) == 2 and
-                            _ns_devices(), timeout=60)
-        assert devs, f'namespaces of {NQN} did not appear: {_ns_devices()}'
         yield devs
     finally:
-        if connected:
-            h.run(['nvme', 'disconnect', '-n', NQN], timeout=120)
-            assert h.wait_until(lambda: not _ctrl_dirs(), timeout=60), \
-                f'controller of {NQN} still there after disconnect'
+        if connected or nv.ctrl_dirs(NQN):
+            target.disconnect()
         target.remove()
+        os.unlink(NS_FILE)
         for mod in ('nvme-rdma', 'nvmet-rdma', 'nvmet', 'null_blk'):
             h.run(['modprobe', '-r', mod], timeout=120)
 
@@ -170,7 +78,7 @@ def nvmeof():
 def test_connected_over_bzc(nvmeof):
     """The host's controller is an RDMA one, at bzc0's address, and
     registers every I/O buffer with REG_MR."""
-    ctrls = _ctrl_dirs()
+    ctrls = nv.ctrl_dirs(NQN)
     assert len(ctrls) == 1, ctrls
     assert h.read_file(f'{ctrls[0]}/transport') == 'rdma'
     addr = h.read_file(f'{ctrls[0]}/address')
