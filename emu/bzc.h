@@ -33,6 +33,8 @@
 #define BZC_MAX_MR SZ_256K		/* largest key table: MRs and windows */
 #define BZC_MAX_SGE 32
 #define BZC_MAX_MSG_SZ (1U << 31)
+/* Pages one fast-register MR maps (max_fast_reg_page_list_len). */
+#define BZC_MAX_FR_PAGES 512
 #define BZC_MAX_MCAST_GRP 1024
 #define BZC_MAX_MCAST_QP_ATTACH 32
 #define BZC_MAX_MCAST_ATTACH 8192	/* QP attachments over all groups */
@@ -218,6 +220,24 @@ struct bzc_mr {
 	int access;			/* READ_ONCE: rereg changes it */
 	atomic_t num_mw;		/* windows bound to it; changed with */
 					/* mr_xa locked while it is registered */
+	struct bzc_fr *fr;		/* a fast-register MR's state, or NULL */
+};
+
+/*
+ * A fast-register MR (bzc_fastreg.c): a kernel consumer maps pages into
+ * `staged` (ib_map_mr_sg()), then an IB_WR_REG_MR on a send queue makes
+ * them the MR's pages and the key valid; LOCAL_INV or SEND_WITH_INV make
+ * it invalid again. `valid` and `key` change with mr_xa locked; the data
+ * path reads them there (bzc_mr_key_ok()).
+ */
+struct bzc_fr {
+	struct page **staged;		/* the next registration's pages */
+	u32 staged_npages;
+	u32 staged_off;			/* of its first byte in staged[0] */
+	u32 max_pages;			/* of both page arrays: max_num_sg */
+	u32 key;			/* the key REG_MR gave it */
+	bool valid;
+	bool registering;		/* a REG_MR waits for its accesses */
 };
 
 /*
@@ -394,7 +414,18 @@ static inline bool bzc_qp_is_kernel(struct bzc_qp *qp)
 /* A kernel PD's DMA MR (bzc_kmem.c): kernel addresses, no pinned pages. */
 static inline bool bzc_mr_is_kernel(struct bzc_mr *mr)
 {
-	return !mr->umem && !mr->ent && !mr->dm && !mr->dmabuf;
+	return !mr->umem && !mr->ent && !mr->dm && !mr->dmabuf && !mr->fr;
+}
+
+/*
+ * Does `key` name `mr` now? Its own key does, unless it is a fast-register
+ * MR that is not registered. Called with mr_xa locked.
+ */
+static inline bool bzc_mr_key_ok(const struct bzc_mr *mr, u32 key)
+{
+	if (mr->fr)
+		return mr->fr->valid && mr->fr->key == key;
+	return mr->ibmr.lkey == key;
 }
 
 /* Slot `index` of an SQ or RQ ring: the index is masked, never trusted. */
@@ -572,6 +603,18 @@ int bzc_key_invalidate(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 struct bzc_mr *bzc_mw_resolve(struct bzc_mw *mw, u32 rkey, struct bzc_qp *qp,
 			      u64 addr, u64 len, int access, u64 *off);
 
+/* bzc_fastreg.c: memory management extensions for kernel consumers */
+/* A REG_MR WQE: only a kernel QP's ring holds it (bzc_kqp.c). */
+#define BZC_KWR_REG_MR 0xf0
+struct ib_mr *bzc_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+			   u32 max_num_sg);
+int bzc_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		  unsigned int *sg_offset);
+enum ib_wc_status bzc_fr_register(struct bzc_qp *qp,
+				  const struct bzc_send_wqe *wqe);
+int bzc_fr_invalidate(struct bzc_mr *mr, u32 rkey, struct bzc_qp *qp);
+void bzc_fr_free(struct bzc_fr *fr);
+
 /* bzc_ah.c */
 int bzc_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 		  struct ib_udata *udata);
@@ -628,6 +671,7 @@ int bzc_kpost_recv(struct bzc_qp *qp, const struct ib_recv_wr *wr,
 		   const struct ib_recv_wr **bad_wr);
 struct ib_mr *bzc_get_dma_mr(struct ib_pd *ibpd, int access);
 bool bzc_kva_range_ok(u64 addr, u64 len);
+struct page *bzc_kva_page(unsigned long addr);
 void *bzc_kva_map(u64 addr, u64 max, size_t *len);
 
 /* bzc_req.c: the requester (the rest of the data path: bzc_xport.h) */

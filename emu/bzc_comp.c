@@ -75,6 +75,8 @@ static u8 bzc_wc_opcode(u8 wr_opcode)
 		return IB_WC_LOCAL_INV;
 	case IB_UVERBS_WR_BIND_MW:
 		return IB_WC_BIND_MW;
+	case BZC_KWR_REG_MR:
+		return IB_WC_REG_MR;
 	case BZC_WR_ATOMIC_WRITE:
 		return BZC_WC_ATOMIC_WRITE;
 	case BZC_WR_FLUSH:

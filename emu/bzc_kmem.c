@@ -49,8 +49,13 @@ struct ib_mr *bzc_get_dma_mr(struct ib_pd *ibpd, int access)
 	return &mr->ibmr;
 }
 
-/* The page behind a kernel virtual address, or NULL if it has none. */
-static struct page *bzc_kva_page(unsigned long addr)
+/**
+ * bzc_kva_page() - the page behind a kernel virtual address
+ * @addr: an address in the linear map or in vmalloc space
+ *
+ * Return: the page, or NULL for any other address.
+ */
+struct page *bzc_kva_page(unsigned long addr)
 {
 	if (virt_addr_valid((void *)addr))
 		return virt_to_page((void *)addr);

@@ -8,7 +8,8 @@
  * never sleeps (callers hold spinlocks, some with interrupts off): it
  * writes the WQEs under a spinlock and leaves execution to the QP's worker.
  * SGE addresses are kernel virtual addresses under the PD's DMA MR
- * (bzc_kmem.c).
+ * (bzc_kmem.c). REG_MR, LOCAL_INV and SEND_WITH_INV of fast-register MRs
+ * (bzc_fastreg.c) are WQEs like the others, so they run in order.
  */
 #include <rdma/ib_mad.h>
 
@@ -63,8 +64,16 @@ static int bzc_ksend_opcode(enum ib_wr_opcode op, enum ib_qp_type type,
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
 		*opcode = IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
 		break;
+	case IB_WR_SEND_WITH_INV:
+		*opcode = IB_UVERBS_WR_SEND_WITH_INV;
+		break;
+	case IB_WR_LOCAL_INV:
+		*opcode = IB_UVERBS_WR_LOCAL_INV;
+		break;
+	case IB_WR_REG_MR:
+		*opcode = BZC_KWR_REG_MR;
+		break;
 	default:
-		/* LOCAL_INV, REG_MR, SEND_WITH_INV: not implemented. */
 		return -EOPNOTSUPP;
 	}
 	/* Datagram QPs send and nothing else. */
@@ -114,6 +123,9 @@ static int bzc_ksend_build(struct bzc_qp *qp, const struct ib_send_wr *wr,
 	if (wr->opcode == IB_WR_SEND_WITH_IMM ||
 	    wr->opcode == IB_WR_RDMA_WRITE_WITH_IMM)
 		wqe->imm_data = cpu_to_le32(be32_to_cpu(wr->ex.imm_data));
+	if (wr->opcode == IB_WR_SEND_WITH_INV ||
+	    wr->opcode == IB_WR_LOCAL_INV)
+		wqe->imm_data = cpu_to_le32(wr->ex.invalidate_rkey);
 
 	switch (wr->opcode) {
 	case IB_WR_RDMA_WRITE:
@@ -131,6 +143,18 @@ static int bzc_ksend_build(struct bzc_qp *qp, const struct ib_send_wr *wr,
 		wqe->atomic.swap = cpu_to_le64(atomic_wr(wr)->swap);
 		wqe->atomic.rkey = cpu_to_le32(atomic_wr(wr)->rkey);
 		break;
+	case IB_WR_REG_MR:
+		/*
+		 * The MR's range as ib_map_mr_sg() left it, now: the page
+		 * list and key take effect when the WQE runs
+		 * (bzc_fr_register()).
+		 */
+		wqe->bind.mw_rkey = cpu_to_le32(reg_wr(wr)->key);
+		wqe->bind.mr_lkey = cpu_to_le32(reg_wr(wr)->mr->lkey);
+		wqe->bind.addr = cpu_to_le64(reg_wr(wr)->mr->iova);
+		wqe->bind.length = cpu_to_le64(reg_wr(wr)->mr->length);
+		wqe->bind.access = cpu_to_le32(reg_wr(wr)->access);
+		return 0;
 	default:
 		if (bzc_type_ud(qp->ibqp.qp_type)) {
 			if (!ud_wr(wr)->ah)

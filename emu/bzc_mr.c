@@ -18,11 +18,13 @@
  * loses its connection.
  *
  * Registered MRs cannot be invalidated (LOCAL_INV, SEND_WITH_INV): IBA
- * allows that only for fast-register MRs, which user space cannot create.
+ * allows that only for fast-register MRs (bzc_fastreg.c), which only
+ * kernel consumers create.
  */
 #include <linux/mm.h>
 #include <linux/random.h>
 #include <linux/slab.h>
+#include <linux/wait_bit.h>
 #include <rdma/ib_umem.h>
 
 #include "bzc.h"
@@ -246,6 +248,7 @@ static void bzc_mr_destroy(struct bzc_mr *mr)
 		kvfree(mr->pages);
 	if (mr->dmabuf)
 		bzc_dmabuf_mr_release(mr);
+	bzc_fr_free(mr->fr);
 	ib_umem_release(mr->umem);
 	kfree(mr);
 }
@@ -346,7 +349,7 @@ struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key)
 	xa_lock(&bdev->mr_xa);
 	mr = xa_load(&bdev->mr_xa, key >> 8);
 	/* A cached MR dies with its range when the process remaps it. */
-	if (mr && (xa_pointer_tag(mr) || mr->ibmr.lkey != key ||
+	if (mr && (xa_pointer_tag(mr) || !bzc_mr_key_ok(mr, key) ||
 		   (mr->ent && !bzc_mrc_ent_valid(mr->ent)) ||
 		   !refcount_inc_not_zero(&mr->refcnt)))
 		mr = NULL;
@@ -381,7 +384,7 @@ struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
 static bool bzc_mr_grants(struct bzc_mr *mr, u32 rkey, struct bzc_qp *qp,
 			  int access)
 {
-	return mr->ibmr.rkey == rkey && mr->ibmr.pd == qp->ibqp.pd &&
+	return bzc_mr_key_ok(mr, rkey) && mr->ibmr.pd == qp->ibqp.pd &&
 	       (!mr->ent || bzc_mrc_ent_valid(mr->ent)) &&
 	       (READ_ONCE(mr->access) & access) == access;
 }
@@ -451,6 +454,11 @@ struct bzc_mr *bzc_rkey_get_region(struct bzc_dev *bdev, u32 rkey,
 
 void bzc_mr_put(struct bzc_mr *mr)
 {
-	if (refcount_dec_and_test(&mr->refcnt))
+	if (refcount_dec_and_test(&mr->refcnt)) {
 		complete(&mr->released);
+	} else if (mr->fr) {
+		/* A REG_MR may wait for the last access (bzc_fr_register()). */
+		smp_mb();
+		wake_up_var(&mr->refcnt);
+	}
 }

@@ -160,7 +160,8 @@ enum ib_wc_status bzc_mw_bind(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 		if (!entry || xa_pointer_tag(entry))
 			goto out;
 		mr = entry;
-		if (mr->ibmr.lkey != lkey || !refcount_inc_not_zero(&mr->refcnt)) {
+		if (!bzc_mr_key_ok(mr, lkey) ||
+		    !refcount_inc_not_zero(&mr->refcnt)) {
 			mr = NULL;
 			goto out;
 		}
@@ -196,9 +197,10 @@ out:
 
 /*
  * LOCAL_INV (remote false) or SEND_WITH_INV arriving at `qp` (remote
- * true): invalidate the type 2 window `rkey` names. It must be bound, of
- * the QP's PD, and for a remote invalidation bound to this QP. Type 1
- * windows and registered MRs cannot be invalidated: -EINVAL.
+ * true): invalidate the type 2 window or the fast-register MR
+ * (bzc_fr_invalidate()) `rkey` names. A window must be bound, of the QP's
+ * PD, and for a remote invalidation bound to this QP. Type 1 windows and
+ * registered MRs cannot be invalidated: -EINVAL.
  */
 int bzc_key_invalidate(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 		       bool remote)
@@ -210,8 +212,12 @@ int bzc_key_invalidate(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 
 	xa_lock(&bdev->mr_xa);
 	entry = xa_load(&bdev->mr_xa, rkey >> 8);
-	if (!entry || xa_pointer_tag(entry) != BZC_KEY_TAG_MW)
+	if (!entry)
 		goto out;
+	if (xa_pointer_tag(entry) != BZC_KEY_TAG_MW) {
+		err = bzc_fr_invalidate(entry, rkey, qp);
+		goto out;
+	}
 	mw = xa_untag_pointer(entry);
 	spin_lock(&mw->lock);
 	if (mw->ibmw.type == IB_MW_TYPE_2 && mw->rkey == rkey && mw->mr &&

@@ -77,6 +77,7 @@ static bool bzc_opcode_valid(enum ib_qp_type type, u8 opcode)
 	/* Local operations: windows exist for connected QPs only. */
 	case IB_UVERBS_WR_LOCAL_INV:
 	case IB_UVERBS_WR_BIND_MW:
+	case BZC_KWR_REG_MR:
 		return type != IB_QPT_UD;
 	default:
 		return false;
@@ -102,6 +103,10 @@ static bool bzc_wqe_valid(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 {
 	if (!bzc_opcode_valid(qp->ibqp.qp_type, wqe->opcode))
 		return false;
+	/* A process's ring cannot hold a REG_MR (bzc_kqp.c writes them). */
+	if (wqe->opcode == BZC_KWR_REG_MR)
+		return bzc_qp_is_kernel(qp) && !(wqe->flags & BZC_WQE_INLINE) &&
+		       !wqe->num_sge;
 	/* A FLUSH moves no data of its own. */
 	if (wqe->opcode == BZC_WR_FLUSH)
 		return !(wqe->flags & BZC_WQE_INLINE) && !wqe->num_sge;
@@ -223,6 +228,10 @@ static void bzc_req_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		res->status = bzc_mw_bind(qp, wqe);
 		return;
 	}
+	if (wqe->opcode == BZC_KWR_REG_MR) {
+		res->status = bzc_fr_register(qp, wqe);
+		return;
+	}
 	if (wqe->opcode == IB_UVERBS_WR_LOCAL_INV) {
 		if (bzc_key_invalidate(bdev, le32_to_cpu(wqe->imm_data), qp,
 				       false))
@@ -327,6 +336,9 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 		}
 		if (max_bytes != U64_MAX && bzc_wqe_valid(qp, wqe) &&
 		    bzc_wqe_bytes(wqe) > max_bytes)
+			return true;
+		/* A REG_MR may wait for the MR's last accesses: the worker's. */
+		if (!may_sleep && wqe->opcode == BZC_KWR_REG_MR)
 			return true;
 
 		bzc_req_wqe(qp, wqe, may_sleep, &res);

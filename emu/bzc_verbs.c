@@ -138,6 +138,7 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 			      IB_DEVICE_RC_RNR_NAK_GEN |
 			      IB_DEVICE_MEM_WINDOW |
 			      IB_DEVICE_MEM_WINDOW_TYPE_2B |
+			      IB_DEVICE_MEM_MGT_EXTENSIONS |
 			      IB_DEVICE_SRQ_RESIZE |
 			      BZC_DEVICE_ATOMIC_WRITE |
 			      BZC_DEVICE_FLUSH_GLOBAL;
@@ -159,6 +160,7 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 	a->max_srq_sge = BZC_MAX_SGE;
 	a->max_ah = bzc_limit(&bzc_max_ah);
 	a->max_mw = bzc_limit(&bzc_max_mw);
+	a->max_fast_reg_page_list_len = BZC_MAX_FR_PAGES;
 	a->max_pkeys = BZC_PKEY_TBL_LEN;
 	a->max_mcast_grp = BZC_MAX_MCAST_GRP;
 	a->max_mcast_qp_attach = BZC_MAX_MCAST_QP_ATTACH;
@@ -381,6 +383,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.create_user_ah = bzc_create_ah,
 	.alloc_ucontext = bzc_alloc_ucontext,
 	.alloc_hw_port_stats = bzc_alloc_hw_port_stats,
+	.alloc_mr = bzc_alloc_mr,
 	.attach_mcast = bzc_attach_mcast,
 	.dealloc_dm = bzc_dealloc_dm,
 	.dealloc_driver = bzc_dealloc_driver,
@@ -399,6 +402,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.get_hw_stats = bzc_get_hw_stats,
 	.get_link_layer = bzc_get_link_layer,
 	.get_port_immutable = bzc_get_port_immutable,
+	.map_mr_sg = bzc_map_mr_sg,
 	.mmap = bzc_mmap,
 	.mmap_free = bzc_mmap_free,
 	.modify_qp = bzc_modify_qp,
