@@ -18,6 +18,7 @@
 #include <linux/hashtable.h>
 #include <linux/mutex.h>
 #include <linux/mm.h>
+#include <linux/mmu_notifier.h>
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
@@ -41,6 +42,7 @@
 #define BZC_MCAST_QPN 0xffffff		/* the DQPN of multicast datagrams */
 
 struct bzc_sgl;
+struct bzc_wire;
 
 /* The port's counters (bzc_stats.c), named there. */
 enum bzc_counter {
@@ -53,6 +55,19 @@ enum bzc_counter {
 	BZC_CNT_CQ_OVERFLOWS,	/* CQs put in error by a dropped CQE */
 	BZC_CNT_BULK_WQES,	/* bulk WQEs completed successfully */
 	BZC_CNT_BULK_BYTES,	/* bytes they moved */
+	/* The wire (RoCE v2 on the netdev): */
+	BZC_CNT_TX_PKTS,	/* packets sent */
+	BZC_CNT_TX_BYTES,	/* their bytes, IP header to ICRC */
+	BZC_CNT_RX_PKTS,	/* packets taken off the netdev */
+	BZC_CNT_RX_BYTES,	/* their bytes, IP header to ICRC */
+	BZC_CNT_RX_DROPS,	/* dropped: bad headers, no such QP, ... */
+	BZC_CNT_ICRC_ERRORS,	/* dropped for a bad ICRC */
+	BZC_CNT_RX_DUPLICATES,	/* duplicate or late packets (RC) */
+	BZC_CNT_RX_OUT_OF_SEQ,	/* packets past a PSN gap */
+	BZC_CNT_RETRANSMITS,	/* RC messages sent again */
+	BZC_CNT_NAKS_SENT,	/* NAKs and RNR NAKs sent */
+	BZC_CNT_NAKS_RCVD,	/* NAKs and RNR NAKs received */
+	BZC_CNT_TX_ERRORS,	/* packets that could not be sent */
 	BZC_NUM_COUNTERS
 };
 
@@ -83,6 +98,8 @@ struct bzc_dev {
 	u32 qp_next;
 	struct xarray ah_xa;		/* by bzc_create_ah_resp.ah_index */
 	u32 ah_next;
+	struct xarray srq_xa;		/* XRC SRQs by SRQ number (bzc_xrc.c) */
+	u32 srq_next;
 	/*
 	 * Objects of each kind that exist, each at most its attr.max_*
 	 * (bzc_obj_get()). Kernel PDs' DMA MRs are not counted.
@@ -106,6 +123,17 @@ struct bzc_dev {
 	u32 mc_groups;			/* at most attr.max_mcast_grp */
 	u32 mc_attached;		/* at most max_total_mcast_qp_attach */
 	struct bzc_stats __percpu *stats;
+	/*
+	 * The wire (bzc_net.c, bzc_roce_rx.c): RoCE v2 packets the netdev's
+	 * rx_handler took for this device, at most BZC_RXQ_MAX, wait in rxq
+	 * for rx_work, which runs the responder with rx_scratch. rx_attached
+	 * (changed under RTNL) says the handler is registered and ndev held.
+	 */
+	struct sk_buff_head rxq;
+	struct work_struct rx_work;
+	struct bzc_sgl *rx_sgl;
+	void *rx_rqe;
+	bool rx_attached;
 };
 
 /* Count `n` on this CPU's copy of a counter; any context. */
@@ -221,6 +249,22 @@ struct bzc_mr {
 	atomic_t num_mw;		/* windows bound to it; changed with */
 					/* mr_xa locked while it is registered */
 	struct bzc_fr *fr;		/* a fast-register MR's state, or NULL */
+	struct bzc_odp *odp;		/* or on-demand paging: no pages above */
+};
+
+/*
+ * An ODP MR's view of its process's memory (bzc_odp.c): the pages the
+ * device has looked up, by user page number, each tagged when mapped
+ * writable, dropped by the notifier when the mapping changes. The
+ * xarray's lock is the table's lock (bzc_odp_lock()).
+ */
+struct bzc_odp {
+	struct mmu_interval_notifier notifier;
+	struct xarray pages;
+	u64 uaddr;			/* user address of the MR's first byte */
+	unsigned long start;		/* the range watched, page aligned */
+	unsigned long end;
+	bool implicit;			/* the whole address space */
 };
 
 /*
@@ -300,6 +344,7 @@ struct bzc_qp {
 	u8 max_dest_rd_atomic;
 	enum ib_mtu path_mtu;
 	bool sig_all;
+	struct ib_xrcd *xrcd;		/* an XRC TGT QP's domain */
 	struct mutex modify_mutex;
 	u32 mc_groups;			/* groups attached, under mc_lock */
 
@@ -315,6 +360,9 @@ struct bzc_qp {
 	bool rnr_waiting;
 	unsigned long rnr_until;	/* jiffies */
 	void *sq_wqe;			/* private copy of the head WQE */
+	u32 tx_psn;			/* the wire's next PSN to send */
+	struct bzc_wire *wire;		/* RC, UC */
+	u32 resp_gen;			/* under lock: rq_psn given again */
 	/*
 	 * Scratch under sq_mutex only: the requester's SGL, and what the
 	 * local transport lends the responder it runs (bzc_local.c).
@@ -342,13 +390,25 @@ struct bzc_qp {
  */
 struct bzc_srq {
 	struct ib_srq ibsrq;
+	/*
+	 * An XRC SRQ is found by number by senders (bzc_xrc_srq_get()), so
+	 * its destroy waits for them: 1 while it exists + data path users.
+	 */
+	refcount_t refcnt;
+	struct completion released;
 	spinlock_t lock;		/* consumers, modify_srq and resize */
+	spinlock_t kpost_lock;		/* a kernel consumer's producer */
 	struct bzc_ring ring;		/* replaced whole by a resize */
 	u32 cons;			/* the kernel's copy */
 	u32 wqe_size;
 	u32 max_sge;
 	u32 limit;			/* armed srq_limit; 0: not armed */
 	bool broken;			/* the ring was found corrupt */
+};
+
+/* An XRC domain: the core keeps its sharing; bzc needs nothing more. */
+struct bzc_xrcd {
+	struct ib_xrcd ibxrcd;
 };
 
 static inline struct bzc_dev *to_bdev(struct ib_device *ibdev)
@@ -405,6 +465,16 @@ static inline bool bzc_type_ud(enum ib_qp_type type)
 	return type == IB_QPT_UD || type == IB_QPT_GSI;
 }
 
+/*
+ * Reliable connected semantics (acknowledged, RNR retries, class C errors
+ * at the responder): RC, and XRC's initiator and target halves.
+ */
+static inline bool bzc_type_reliable(enum ib_qp_type type)
+{
+	return type == IB_QPT_RC || type == IB_QPT_XRC_INI ||
+	       type == IB_QPT_XRC_TGT;
+}
+
 /* A kernel consumer's QP: its rings are not mapped into any process. */
 static inline bool bzc_qp_is_kernel(struct bzc_qp *qp)
 {
@@ -414,7 +484,8 @@ static inline bool bzc_qp_is_kernel(struct bzc_qp *qp)
 /* A kernel PD's DMA MR (bzc_kmem.c): kernel addresses, no pinned pages. */
 static inline bool bzc_mr_is_kernel(struct bzc_mr *mr)
 {
-	return !mr->umem && !mr->ent && !mr->dm && !mr->dmabuf && !mr->fr;
+	return !mr->umem && !mr->ent && !mr->dm && !mr->dmabuf && !mr->fr &&
+	       !mr->odp;
 }
 
 /*
@@ -494,14 +565,30 @@ struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				struct ib_pd *ibpd, struct ib_udata *udata);
 struct bzc_mr *bzc_mr_get(struct bzc_dev *bdev, u32 key);
 struct bzc_mr *bzc_rkey_get(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
-			    u64 addr, u64 len, int access, u64 *off);
+			    struct ib_pd *pd, u64 addr, u64 len, int access,
+			    u64 *off);
 struct bzc_mr *bzc_rkey_get_region(struct bzc_dev *bdev, u32 rkey,
 				   struct bzc_qp *qp, int access);
 void bzc_mr_put(struct bzc_mr *mr);
 struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
 			    u64 addr, u64 len, int access);
+struct bzc_mr *bzc_mr_alloc(gfp_t gfp);
+void bzc_mr_set_range(struct bzc_mr *mr, u64 iova, u64 length, int access);
 int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr);
 bool bzc_mr_access_ok(int access);
+
+/* bzc_odp.c: on-demand paging MRs */
+bool bzc_odp_active(void);
+int bzc_odp_init(struct bzc_mr *mr, u64 start, bool implicit);
+void bzc_odp_release(struct bzc_mr *mr);
+int bzc_odp_fault(struct bzc_mr *mr, u64 off, u64 len, bool write,
+		  bool fault);
+struct page *bzc_odp_page(struct bzc_mr *mr, u64 off, bool write);
+void bzc_odp_lock(struct bzc_mr *a, struct bzc_mr *b);
+void bzc_odp_unlock(struct bzc_mr *a, struct bzc_mr *b);
+int bzc_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
+		  u32 flags, struct ib_sge *sg_list, u32 num_sge,
+		  struct uverbs_attr_bundle *attrs);
 
 /* bzc_dm.c */
 struct ib_dm *bzc_alloc_dm(struct ib_device *ibdev,
@@ -572,6 +659,9 @@ struct bzc_bulk_chan *bzc_bulk_chan_create(struct bzc_pd *pd,
 					   struct bzc_bulk_chan_create_resp *resp);
 void bzc_bulk_chan_destroy(struct bzc_bulk_chan *chan);
 int bzc_bulk_doorbell(struct bzc_bulk_chan *chan);
+int bzc_bulk_chan_connect_qp(struct bzc_bulk_chan *chan, struct ib_qp *ibqp);
+/* bzc_bulk_qp.c */
+int bzc_bulk_qp_check(struct ib_qp *ibqp, struct ib_pd *pd);
 int bzc_bulk_chan_connect(struct bzc_bulk_chan *chan,
 			  const union ib_gid *remote_gid, u32 remote_chan,
 			  u32 sgid_index);
@@ -601,7 +691,8 @@ enum ib_wc_status bzc_mw_bind(struct bzc_qp *qp,
 int bzc_key_invalidate(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 		       bool remote);
 struct bzc_mr *bzc_mw_resolve(struct bzc_mw *mw, u32 rkey, struct bzc_qp *qp,
-			      u64 addr, u64 len, int access, u64 *off);
+			      struct ib_pd *pd, u64 addr, u64 len, int access,
+			      u64 *off);
 
 /* bzc_fastreg.c: memory management extensions for kernel consumers */
 /* A REG_MR WQE: only a kernel QP's ring holds it (bzc_kqp.c). */
@@ -658,8 +749,19 @@ int bzc_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 		   enum ib_srq_attr_mask mask, struct ib_udata *udata);
 int bzc_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
 int bzc_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int bzc_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+		      const struct ib_recv_wr **bad_wr);
 int bzc_srq_take(struct bzc_srq *srq, struct bzc_recv_wqe *rqe);
 extern const struct uapi_definition bzc_srq_uapi_defs[];
+
+/* bzc_xrc.c: XRC domains, SRQ numbers, target QPs */
+int bzc_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
+int bzc_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
+int bzc_xrc_srq_publish(struct bzc_srq *srq, struct ib_udata *udata);
+void bzc_xrc_srq_unpublish(struct bzc_srq *srq);
+struct bzc_srq *bzc_xrc_srq_get(struct bzc_qp *tqp, u32 srqn);
+void bzc_srq_put(struct bzc_srq *srq);
+int bzc_xrc_tgt_check_init(struct ib_qp_init_attr *init);
 
 /* bzc_kcq.c, bzc_kqp.c, bzc_kmem.c: kernel consumers */
 int bzc_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
@@ -667,6 +769,9 @@ int bzc_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 int bzc_kqp_check_init(struct ib_qp_init_attr *init);
 int bzc_kpost_send(struct bzc_qp *qp, const struct ib_send_wr *wr,
 		   const struct ib_send_wr **bad_wr);
+int bzc_kring_post_recv(struct bzc_ring *ring, u32 wqe_size, u32 max_sge,
+			const struct ib_recv_wr *wr,
+			const struct ib_recv_wr **bad_wr);
 int bzc_kpost_recv(struct bzc_qp *qp, const struct ib_recv_wr *wr,
 		   const struct ib_recv_wr **bad_wr);
 struct ib_mr *bzc_get_dma_mr(struct ib_pd *ibpd, int access);
@@ -680,6 +785,16 @@ void bzc_sq_kick(struct bzc_qp *qp);
 void bzc_sq_work(struct work_struct *work);
 int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp);
 void bzc_qp_free_scratch(struct bzc_qp *qp);
+
+/* bzc_net.c: the netdev's RoCE v2 packets */
+int bzc_net_init(struct bzc_dev *bdev);
+int bzc_net_attach(struct bzc_dev *bdev);
+int bzc_net_take_over(struct net_device *ndev);
+void bzc_net_detach(struct bzc_dev *bdev);
+void bzc_net_cleanup(struct bzc_dev *bdev);
+
+/* bzc_roce_rx.c */
+void bzc_rx_work(struct work_struct *work);
 
 /* bzc_resp.c: the responder (the rest of the data path: bzc_xport.h) */
 int bzc_recv_ring_take(struct bzc_ring *ring, u32 *cons, u32 wqe_size,

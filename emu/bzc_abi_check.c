@@ -76,6 +76,8 @@ static_assert(offsetof(struct bzc_send_wqe, ud.remote_qpn) == 20);
 static_assert(offsetof(struct bzc_send_wqe, ud.remote_qkey) == 24);
 static_assert(offsetof(struct bzc_send_wqe, bind.mw_rkey) == 32);
 static_assert(offsetof(struct bzc_send_wqe, inline_len) == 48);
+static_assert(offsetof(struct bzc_send_wqe, xrc_srqn) == 52);
+static_assert(offsetof(struct bzc_send_wqe, pad1) == 56);
 
 static_assert(sizeof(struct bzc_recv_wqe) == 16);
 static_assert(offsetof(struct bzc_recv_wqe, num_sge) == 8);

@@ -24,9 +24,14 @@
  * Access: WRITE, WRITE_WITH_IMM and READ reach only the channel this one
  * is connected to (bzc_bulk_chan_connect()), and only while that channel
  * is connected back to this one, as RC QPs name each other. Zero-length
- * requests are checked the same way.
+ * requests are checked the same way. Or, connected to an RC QP of the
+ * process (bzc_bulk_chan_connect_qp()), they go as RDMA messages on that
+ * QP's connection (bzc_bulk_qp.c), to whatever it is connected to, one
+ * request after the other and each sent by one lane; the lanes still
+ * resolve the keys of the requests behind it.
  *
- * A request that fails completes with its error; the channel goes on.
+ * A request that fails completes with its error; the channel goes on
+ * (on a QP: the QP goes to ERR and the channel stops, as below).
  * Destroy flushes what has not started (IB_WC_WR_FLUSH_ERR), stops what
  * is running between segments, and waits for the lanes. A channel whose
  * CQ or receive CQ overflowed (IB_EVENT_CQ_ERR: a completion or an arrival
@@ -40,7 +45,7 @@
 #include <linux/slab.h>
 #include <rdma/ib_cache.h>
 
-#include "bzc.h"
+#include "bzc_xport.h"
 
 static unsigned int bulk_workers = 2;
 module_param(bulk_workers, uint, 0644);
@@ -51,6 +56,11 @@ static unsigned int bulk_seg_kb = 1024;
 module_param(bulk_seg_kb, uint, 0644);
 MODULE_PARM_DESC(bulk_seg_kb,
 		 "KiB a worker copies of a bulk WQE at a time (64-65536), at channel creation");
+
+static unsigned int bulk_qp_msg_kb = 1024;
+module_param(bulk_qp_msg_kb, uint, 0644);
+MODULE_PARM_DESC(bulk_qp_msg_kb,
+		 "KiB in one RDMA message of a bulk request on a QP (4-2097152, at most 2^31 bytes), at connection");
 
 static unsigned int max_bulk_chans = 1024;
 module_param(max_bulk_chans, uint, 0644);
@@ -71,7 +81,10 @@ static_assert(BZC_BULK_WQE_SGE_OFFSET +
 	      BZC_BULK_MAX_SGE * sizeof(struct bzc_bulk_sge) <=
 	      BZC_BULK_WQE_SIZE);
 
-/* One side of a transfer: a byte range over pinned pages. */
+/*
+ * One side of a transfer: a byte range over pinned pages, or over an ODP
+ * MR's pages, looked up page by page (pages NULL).
+ */
 struct bzc_span {
 	struct page **pages;
 	u64 first;		/* byte offset of the range from pages[0] */
@@ -100,6 +113,7 @@ struct bzc_bulk_req {
 	u8 opcode;
 	u8 flags;
 	u16 num_sge;
+	bool wire;			/* messages on the channel's QP */
 	u64 nseg;
 	u64 next_seg;		/* the next segment a lane takes */
 	u64 segs_done;
@@ -128,6 +142,10 @@ struct bzc_bulk_chan {
 	 * after an acquire of `connected`.
 	 */
 	bool connected;
+	struct bzc_qp *qp;		/* or, instead of a peer channel, an RC
+					   QP carrying the transfers (held
+					   by its ibqp.usecnt) */
+	u64 msg_bytes;			/* in messages of at most this */
 	union ib_gid sgid;		/* this channel's address */
 	union ib_gid peer_gid;
 	u32 peer_num;
@@ -161,6 +179,17 @@ static u32 bzc_bulk_workers(void)
 static u32 bzc_bulk_max_chans(void)
 {
 	return clamp_t(u32, READ_ONCE(max_bulk_chans), 1, BZC_BULK_MAX_CHANS);
+}
+
+/*
+ * The wire's send window is one message, retransmitted from the first
+ * PSN not acknowledged: a message of gigabytes to a slow or lossy peer
+ * sends its tail again and again. Shorter messages bound that.
+ */
+static u64 bzc_bulk_qp_msg_bytes(void)
+{
+	return (u64)clamp_t(u32, READ_ONCE(bulk_qp_msg_kb), 4,
+			    BZC_MAX_MSG_SZ >> 10) << 10;
 }
 
 static u64 bzc_bulk_seg_bytes(void)
@@ -227,6 +256,17 @@ static bool bzc_span_get(struct bzc_dev *bdev, struct bzc_pd *pd, u32 key,
 	mr = bzc_lkey_get(bdev, key, &pd->ibpd, addr, len, access);
 	if (!mr)
 		return false;
+	/*
+	 * An ODP MR's range is faulted in here, in the lane (for writing
+	 * when the access writes): a range that cannot be fails the key.
+	 */
+	if (mr->odp &&
+	    bzc_odp_fault(mr, addr - mr->iova, len,
+			  access & (IB_ACCESS_LOCAL_WRITE |
+				    IB_ACCESS_REMOTE_WRITE), true)) {
+		bzc_mr_put(mr);
+		return false;
+	}
 	sp->mr = mr;
 	sp->pages = mr->pages;
 	sp->first = mr->page_off + (addr - mr->iova);
@@ -311,6 +351,15 @@ static enum ib_wc_status bzc_bulk_prepare(struct bzc_bulk_chan *chan,
 					 req->remote_addr, len, far_access,
 					 &req->far))
 			return IB_WC_LOC_PROT_ERR;
+	} else if (smp_load_acquire(&chan->connected) && chan->qp) {
+		/*
+		 * Messages on the QP's connection: its peer checks the rkey,
+		 * its receive queue takes the immediate. remote_chan is not
+		 * used. One lane sends them all, in order.
+		 */
+		req->wire = true;
+		req->nseg = 1;
+		return IB_WC_SUCCESS;
 	} else {
 		/*
 		 * Only to the connected peer, and only if it names us back.
@@ -340,6 +389,68 @@ static enum ib_wc_status bzc_bulk_prepare(struct bzc_bulk_chan *chan,
 	return IB_WC_SUCCESS;
 }
 
+/* The span's ODP MR, or NULL. */
+static struct bzc_mr *bzc_span_odp(const struct bzc_span *sp)
+{
+	return sp->mr && sp->mr->odp ? sp->mr : NULL;
+}
+
+/* The page of byte `b` (from the span's first page); ODP: locked, or NULL. */
+static struct page *bzc_span_page(const struct bzc_span *sp, u64 b,
+				  bool write)
+{
+	if (bzc_span_odp(sp))
+		return bzc_odp_page(sp->mr, b - sp->mr->page_off, write);
+	return sp->pages[b >> PAGE_SHIFT];
+}
+
+/*
+ * Copy n bytes (within one page on each side) where a side is an ODP MR:
+ * with its page table locked across the copy, faulting a page in again
+ * if it went since the request was prepared. If that fails (the process
+ * unmapped the range meanwhile) the bytes are skipped, with a log line.
+ */
+static void bzc_bulk_copy_odp(const struct bzc_span *l, u64 lb,
+			      const struct bzc_span *f, u64 fb, u64 n,
+			      bool to_far)
+{
+	struct bzc_mr *lo = bzc_span_odp(l), *fo = bzc_span_odp(f);
+	struct page *lpg, *fpg;
+	void *lp, *fp;
+	int err;
+
+	for (;;) {
+		bzc_odp_lock(lo, fo);
+		lpg = bzc_span_page(l, lb, !to_far);
+		fpg = lpg ? bzc_span_page(f, fb, to_far) : NULL;
+		if (lpg && fpg)
+			break;
+		bzc_odp_unlock(lo, fo);
+		if (!lpg)
+			err = bzc_odp_fault(lo, lb - lo->page_off, n, !to_far,
+					    true);
+		else
+			err = bzc_odp_fault(fo, fb - fo->page_off, n, to_far,
+					    true);
+		if (err) {
+			pr_info_ratelimited("bzc: a bulk transfer lost a page of an ODP MR the process unmapped (%d)\n",
+					    err);
+			return;
+		}
+	}
+	lp = kmap_local_page(lpg);
+	fp = kmap_local_page(fpg);
+	if (to_far)
+		bzc_copy_piece(fp + offset_in_page(fb), lp + offset_in_page(lb),
+			       n);
+	else
+		bzc_copy_piece(lp + offset_in_page(lb), fp + offset_in_page(fb),
+			       n);
+	kunmap_local(fp);
+	kunmap_local(lp);
+	bzc_odp_unlock(lo, fo);
+}
+
 /* Copy segment `seg` of a request: the one copy, page by page. */
 static void bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 			      struct bzc_bulk_req *req, u64 seg)
@@ -362,6 +473,10 @@ static void bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 		void *lp, *fp;
 
 		n = min(n, l->len - loff);
+		if (bzc_span_odp(l) || bzc_span_odp(&req->far)) {
+			bzc_bulk_copy_odp(l, lb, &req->far, fb, n, to_far);
+			goto next;
+		}
 		lp = kmap_local_page(l->pages[lb >> PAGE_SHIFT]);
 		fp = kmap_local_page(req->far.pages[fb >> PAGE_SHIFT]);
 		if (to_far)
@@ -372,7 +487,7 @@ static void bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 				       fp + offset_in_page(fb), n);
 		kunmap_local(fp);
 		kunmap_local(lp);
-
+next:
 		left -= n;
 		foff += n;
 		loff += n;
@@ -383,6 +498,81 @@ static void bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 		if (!(++pages % 64))
 			cond_resched();
 	}
+}
+
+/* Append `len` bytes of span `sp` from byte `off` to `sgl` (it has room). */
+static void bzc_bulk_sgl_add(struct bzc_sgl *sgl, const struct bzc_span *sp,
+			     u64 off, u64 len)
+{
+	struct bzc_seg *seg = &sgl->seg[sgl->n];
+
+	if (!sp->mr) {
+		/* An MR cache range: the request holds it until it is freed. */
+		bzc_sgl_add_pages(sgl, sp->pages, sp->first + off, len);
+		return;
+	}
+	/* The request holds the MR: one more reference for the SGL. */
+	refcount_inc(&sp->mr->refcnt);
+	seg->mr = sp->mr;
+	seg->pages = NULL;
+	seg->off = sp->first - sp->mr->page_off + off;
+	seg->len = len;
+	sgl->n++;
+	sgl->total += len;
+}
+
+/*
+ * Run a request on the channel's QP: messages of at most msg_bytes
+ * (bulk_qp_msg_kb, at most BZC_MAX_MSG_SZ) bytes, in order (READs as
+ * READ requests), the immediate on the last one only, so the peer
+ * consumes one receive for the whole request. A zero-length request is
+ * one zero-length message. Stops at the first error. Returns the
+ * request's status.
+ */
+static enum ib_wc_status bzc_bulk_wire_run(struct bzc_bulk_chan *chan,
+					   struct bzc_bulk_req *req)
+{
+	enum ib_wc_status st = IB_WC_SUCCESS;
+	u64 off = 0, soff = 0;
+	struct bzc_sgl *sgl;
+	u32 i = 0;
+
+	sgl = kmalloc(sizeof(*sgl), GFP_KERNEL);
+	if (!sgl)
+		return IB_WC_GENERAL_ERR;
+	do {
+		u64 n = min(req->len - off, chan->msg_bytes), left = n;
+		bool last = off + n == req->len;
+		u8 op = IB_UVERBS_WR_RDMA_WRITE;
+
+		if (req->opcode == BZC_BULK_OP_READ)
+			op = IB_UVERBS_WR_RDMA_READ;
+		else if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM && last)
+			op = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+		/* Only non-empty local spans exist, and they cover req->len. */
+		bzc_sgl_init(sgl);
+		while (left) {
+			const struct bzc_span *sp = &req->local[i];
+			u64 take = min(left, sp->len - soff);
+
+			bzc_bulk_sgl_add(sgl, sp, soff, take);
+			left -= take;
+			soff += take;
+			if (soff == sp->len) {
+				i++;
+				soff = 0;
+			}
+		}
+		st = bzc_bulk_qp_msg(chan->qp, op, sgl, req->remote_addr + off,
+				     req->rkey, last ? req->imm : 0,
+				     &chan->dead);
+		bzc_sgl_put(sgl);
+		off += n;
+		if (st == IB_WC_SUCCESS && !last && READ_ONCE(chan->dead))
+			st = IB_WC_WR_FLUSH_ERR;
+	} while (st == IB_WC_SUCCESS && off < req->len);
+	kfree(sgl);
+	return st;
 }
 
 static u8 bzc_bulk_wc_opcode(u8 opcode)
@@ -430,7 +620,7 @@ static bool bzc_bulk_post_cqes(struct bzc_bulk_chan *chan,
 	}
 	posted = bzc_cq_post(chan->cq, &cqe, false);
 
-	if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM &&
+	if (req->opcode == BZC_BULK_OP_WRITE_WITH_IMM && req->target &&
 	    req->status == IB_WC_SUCCESS) {
 		struct bzc_cqe arrival = {
 			.wr_id = req->wr_id,
@@ -532,6 +722,8 @@ static struct bzc_bulk_req *bzc_bulk_pick(struct bzc_bulk_chan *chan, u64 *seg)
 	bool earlier = false;	/* an earlier request has not finished */
 
 	list_for_each_entry(req, &chan->reqs, node) {
+		bool before = earlier;
+
 		if (req->state == BZC_BULK_DONE)
 			continue;
 		if ((req->flags & BZC_BULK_WQE_FENCE) && earlier)
@@ -553,6 +745,9 @@ static struct bzc_bulk_req *bzc_bulk_pick(struct bzc_bulk_chan *chan, u64 *seg)
 				req->state = BZC_BULK_DONE;
 			continue;
 		}
+		/* One QP, one PSN order: after every earlier request. */
+		if (req->wire && before)
+			continue;
 		*seg = req->next_seg++;
 		return req;
 	}
@@ -602,8 +797,17 @@ static void bzc_bulk_lane_work(struct work_struct *work)
 			continue;
 		}
 
-		bzc_bulk_copy_seg(chan, req, seg);
+		status = IB_WC_SUCCESS;
+		if (req->wire)
+			status = bzc_bulk_wire_run(chan, req);
+		else
+			bzc_bulk_copy_seg(chan, req, seg);
 		spin_lock(&chan->lock);
+		if (status != IB_WC_SUCCESS) {
+			/* The QP's connection broke: nothing more runs. */
+			req->status = status;
+			bzc_bulk_stop(chan);
+		}
 		if (++req->segs_done == req->nseg)
 			req->state = BZC_BULK_DONE;
 		spin_unlock(&chan->lock);
@@ -719,7 +923,7 @@ static bool bzc_bulk_gid_usable(const struct ib_gid_attr *attr)
  * and only while that peer names it back (GID and number, as a packet
  * names its source). Both GIDs must belong to the channel's device in the
  * caller's network namespace: channels reach channels of their own device
- * until the wire carries bulk transfers. Once per channel.
+ * (across hosts, bzc_bulk_chan_connect_qp()). Once per channel.
  *
  * Return: 0; -EPERM from another process than the PD's; -EINVAL for
  * channel number 0 or no usable GID at @sgid_index; -ENETUNREACH when
@@ -765,6 +969,50 @@ int bzc_bulk_chan_connect(struct bzc_bulk_chan *chan,
 		chan->peer_gid = *remote_gid;
 		chan->peer_num = remote_chan;
 		/* Readers see the fields above once they see this. */
+		smp_store_release(&chan->connected, true);
+	}
+	spin_unlock(&chan->lock);
+	return err;
+}
+
+/**
+ * bzc_bulk_chan_connect_qp() - carry a bulk channel's transfers on an RC QP
+ * @chan: a channel of the calling process
+ * @ibqp: an RC QP of the caller on the channel's PD, in RTS
+ *
+ * The channel's WRITE, WRITE_WITH_IMM and READ requests become RDMA
+ * messages on @ibqp's connection (bzc_bulk_qp.c), so they reach whatever
+ * the QP is connected to (any RoCE v2 RC QP, or a QP on a bzc device of
+ * this kernel) and nothing else, with the rkeys its owner handed out. The
+ * QP is held (its usecnt: ibv_destroy_qp() fails with EBUSY) until the
+ * channel is destroyed. Once per channel, exclusive of
+ * bzc_bulk_chan_connect().
+ *
+ * Return: 0; -EPERM from another process than the PD's; -EINVAL for a
+ * QP of another device or PD, or not RC; -ENOTCONN for a QP not in RTS;
+ * -EISCONN when the channel is connected already.
+ */
+int bzc_bulk_chan_connect_qp(struct bzc_bulk_chan *chan, struct ib_qp *ibqp)
+{
+	int err;
+
+	if (!bzc_mrc_owned_by_current(chan->pd))
+		return -EPERM;
+	if (ibqp->device != &chan->bdev->ibdev)
+		return -EINVAL;
+	err = bzc_bulk_qp_check(ibqp, &chan->pd->ibpd);
+	if (err)
+		return err;
+
+	spin_lock(&chan->lock);
+	if (chan->connected) {
+		err = -EISCONN;
+	} else {
+		/* The uverbs core holds the QP's uobject: no destroy races. */
+		atomic_inc(&ibqp->usecnt);
+		chan->qp = to_bqp(ibqp);
+		chan->msg_bytes = bzc_bulk_qp_msg_bytes();
+		/* Readers see qp once they see this. */
 		smp_store_release(&chan->connected, true);
 	}
 	spin_unlock(&chan->lock);
@@ -885,6 +1133,8 @@ void bzc_bulk_chan_destroy(struct bzc_bulk_chan *chan)
 	bzc_chan_put(chan);
 	wait_for_completion(&chan->released);
 
+	if (chan->qp)
+		atomic_dec(&chan->qp->ibqp.usecnt);
 	if (chan->rcq)
 		atomic_dec(&chan->rcq->ibcq.usecnt);
 	atomic_dec(&chan->cq->ibcq.usecnt);

@@ -100,6 +100,18 @@ static int UVERBS_HANDLER(BZC_METHOD_BULK_CHAN_CONNECT)(
 				     cmd.sgid_index);
 }
 
+static int UVERBS_HANDLER(BZC_METHOD_BULK_CHAN_CONNECT_QP)(
+	struct uverbs_attr_bundle *attrs)
+{
+	struct bzc_bulk_chan *chan =
+		uverbs_attr_get_obj(attrs, BZC_ATTR_BULK_CHAN_CONNECT_QP_HANDLE);
+	struct ib_qp *qp =
+		uverbs_attr_get_obj(attrs,
+				    BZC_ATTR_BULK_CHAN_CONNECT_QP_QP_HANDLE);
+
+	return bzc_bulk_chan_connect_qp(chan, qp);
+}
+
 static int bzc_bulk_chan_cleanup(struct ib_uobject *uobj,
 				 enum rdma_remove_reason why,
 				 struct uverbs_attr_bundle *attrs)
@@ -214,12 +226,20 @@ DECLARE_UVERBS_NAMED_METHOD(
 					      sgid_index),
 			   UA_MANDATORY));
 
+DECLARE_UVERBS_NAMED_METHOD(
+	BZC_METHOD_BULK_CHAN_CONNECT_QP,
+	UVERBS_ATTR_IDR(BZC_ATTR_BULK_CHAN_CONNECT_QP_HANDLE,
+			BZC_OBJECT_BULK_CHAN, UVERBS_ACCESS_READ, UA_MANDATORY),
+	UVERBS_ATTR_IDR(BZC_ATTR_BULK_CHAN_CONNECT_QP_QP_HANDLE,
+			UVERBS_OBJECT_QP, UVERBS_ACCESS_READ, UA_MANDATORY));
+
 DECLARE_UVERBS_NAMED_OBJECT(BZC_OBJECT_BULK_CHAN,
 			    UVERBS_TYPE_ALLOC_IDR(bzc_bulk_chan_cleanup),
 			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_CREATE),
 			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_DESTROY),
 			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_DOORBELL),
-			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_CONNECT));
+			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_CONNECT),
+			    &UVERBS_METHOD(BZC_METHOD_BULK_CHAN_CONNECT_QP));
 
 DECLARE_UVERBS_NAMED_METHOD(
 	BZC_METHOD_CACHED_MR_REG,

@@ -36,9 +36,13 @@ void bzc_comp_answer(const struct bzc_msg *msg,
 	struct bzc_sgl orig;
 	struct bzc_cursor dc = { .sgl = msg->local }, oc = { .sgl = &orig };
 
+	if (rr && rr->defer) {
+		res->defer = true;
+		return;
+	}
 	if (!rr) {
 		/* Nobody answers: RC retries in vain, UC and UD drop. */
-		if (msg->type == IB_QPT_RC)
+		if (bzc_type_reliable(msg->type))
 			res->status = IB_WC_RETRY_EXC_ERR;
 		return;
 	}
@@ -93,6 +97,17 @@ static const u32 bzc_rnr_usecs[32] = {
 	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 };
 
+/**
+ * bzc_rnr_timer_usecs() - the wait an RNR NAK's timer field asks for
+ * @rnr_timer: the responder's min_rnr_timer (5 bits)
+ *
+ * Return: microseconds.
+ */
+u32 bzc_rnr_timer_usecs(u8 rnr_timer)
+{
+	return bzc_rnr_usecs[rnr_timer & 31];
+}
+
 /*
  * The head WQE found no receive at an RC peer (an RNR NAK, in wire terms).
  * Returns true if it is retried after the responder's RNR timer (the
@@ -146,10 +161,13 @@ static void bzc_sq_advance(struct bzc_qp *qp)
 	smp_store_release(&hdr->cons, cpu_to_le32(qp->sq_cons));
 }
 
-/* A send error: RC QPs go to ERR, UC and UD to SQE; later WQEs flush. */
+/*
+ * A send error: RC (and XRC initiator) QPs go to ERR, UC and UD to SQE;
+ * later WQEs flush.
+ */
 static void bzc_sq_error(struct bzc_qp *qp)
 {
-	if (qp->ibqp.qp_type == IB_QPT_RC) {
+	if (bzc_type_reliable(qp->ibqp.qp_type)) {
 		bzc_qp_error(qp, 0);
 		return;
 	}

@@ -205,7 +205,7 @@ struct ib_mr *bzc_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
 	if (err)
 		return ERR_PTR(err);
 
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL_ACCOUNT);
+	mr = bzc_mr_alloc(GFP_KERNEL_ACCOUNT);
 	if (!mr) {
 		bzc_obj_put(&bdev->num_mr);
 		return ERR_PTR(-ENOMEM);
@@ -215,16 +215,7 @@ struct ib_mr *bzc_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
 	mr->pages = dm->pages + (attr->offset >> PAGE_SHIFT);
 	mr->page_off = offset_in_page(attr->offset);
 	mr->npages = PAGE_ALIGN(mr->page_off + attr->length) >> PAGE_SHIFT;
-	mr->iova = 0;
-	mr->length = attr->length;
-	mr->access = attr->access_flags;
-	mr->ibmr.iova = 0;
-	mr->ibmr.length = attr->length;
-	mr->ibmr.page_size = PAGE_SIZE;
-
-	refcount_set(&mr->refcnt, 1);
-	init_completion(&mr->released);
-	atomic_set(&mr->num_mw, 0);
+	bzc_mr_set_range(mr, 0, attr->length, attr->access_flags);
 	err = bzc_mr_assign_key(bdev, mr);
 	if (err) {
 		bzc_dm_put(dm);

@@ -246,26 +246,18 @@ struct ib_mr *bzc_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 	if (err)
 		return ERR_PTR(err);
 
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL_ACCOUNT);
+	mr = bzc_mr_alloc(GFP_KERNEL_ACCOUNT);
 	if (!mr) {
 		err = -ENOMEM;
 		goto err_count;
 	}
-	refcount_set(&mr->refcnt, 1);
-	init_completion(&mr->released);
-	atomic_set(&mr->num_mw, 0);
 	err = bzc_dmabuf_attach(bdev, mr, fd, offset, length);
 	if (err)
 		goto err_free;
 
 	/* The core checked that iova and offset agree within a page. */
 	mr->page_off = offset_in_page(offset);
-	mr->iova = iova;
-	mr->length = length;
-	mr->access = access;
-	mr->ibmr.iova = iova;
-	mr->ibmr.length = length;
-	mr->ibmr.page_size = PAGE_SIZE;
+	bzc_mr_set_range(mr, iova, length, access);
 	err = bzc_mr_assign_key(bdev, mr);
 	if (err)
 		goto err_release;

@@ -60,7 +60,7 @@ struct ib_mr *bzc_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 		return ERR_PTR(err);
 
 	err = -ENOMEM;
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	mr = bzc_mr_alloc(GFP_KERNEL);
 	fr = kzalloc(sizeof(*fr), GFP_KERNEL);
 	if (!mr || !fr)
 		goto err_free;
@@ -71,9 +71,6 @@ struct ib_mr *bzc_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 	fr->max_pages = max_num_sg;
 	mr->fr = fr;
 	mr->ibmr.page_size = PAGE_SIZE;
-	refcount_set(&mr->refcnt, 1);
-	init_completion(&mr->released);
-	atomic_set(&mr->num_mw, 0);
 
 	err = bzc_key_reserve(bdev, &fr->key);
 	if (err)

@@ -28,19 +28,12 @@ struct ib_mr *bzc_get_dma_mr(struct ib_pd *ibpd, int access)
 	if (access & ~IB_ACCESS_LOCAL_WRITE)
 		return ERR_PTR(-EOPNOTSUPP);
 
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	mr = bzc_mr_alloc(GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 
 	/* No umem and no page array: bzc_mr_is_kernel() */
-	mr->iova = 0;
-	mr->length = U64_MAX;
-	mr->access = access;
-	mr->ibmr.iova = 0;
-	mr->ibmr.length = U64_MAX;
-	mr->ibmr.page_size = PAGE_SIZE;
-	refcount_set(&mr->refcnt, 1);
-	init_completion(&mr->released);
+	bzc_mr_set_range(mr, 0, U64_MAX, access);
 	err = bzc_mr_assign_key(bdev, mr);
 	if (err) {
 		kfree(mr);

@@ -227,38 +227,43 @@ int bzc_kpost_send(struct bzc_qp *qp, const struct ib_send_wr *wr,
 	return err;
 }
 
-/* ib_post_recv() on a kernel QP. Any context; never sleeps. */
-int bzc_kpost_recv(struct bzc_qp *qp, const struct ib_recv_wr *wr,
-		   const struct ib_recv_wr **bad_wr)
+/**
+ * bzc_kring_post_recv() - write receive WRs into a kernel consumer's ring
+ * @ring: an RQ's or SRQ's ring of kernel memory
+ * @wqe_size: bytes per slot
+ * @max_sge: SGEs a slot holds
+ * @wr: the WRs
+ * @bad_wr: set to the first WR not written
+ *
+ * The caller holds the ring's producer lock. Publishes prod with release
+ * semantics, so a consumer that reads it sees the WQEs.
+ *
+ * Return: 0, -EINVAL (too many SGEs) or -ENOMEM (the ring is full).
+ */
+int bzc_kring_post_recv(struct bzc_ring *ring, u32 wqe_size, u32 max_sge,
+			const struct ib_recv_wr *wr,
+			const struct ib_recv_wr **bad_wr)
 {
-	struct bzc_wq_ring_hdr *hdr = bzc_kwq_hdr(&qp->rq);
-	unsigned long flags;
-	u32 prod;
+	struct bzc_wq_ring_hdr *hdr = bzc_kwq_hdr(ring);
+	u32 prod = le32_to_cpu(hdr->prod);
 	int err = 0;
 
-	if (!qp->rq.kaddr) {
-		*bad_wr = wr;
-		return -EINVAL;
-	}
-
-	spin_lock_irqsave(&qp->krq_lock, flags);
-	prod = le32_to_cpu(hdr->prod);
 	for (; wr; wr = wr->next) {
 		struct bzc_recv_wqe *rqe;
 		struct bzc_sge *sge;
 		int i;
 
-		if (wr->num_sge < 0 || wr->num_sge > qp->max_recv_sge) {
+		if (wr->num_sge < 0 || wr->num_sge > max_sge) {
 			err = -EINVAL;
 			break;
 		}
-		/* Acquire: senders are done with slots before cons. */
+		/* Acquire: consumers are done with slots before cons. */
 		if (prod - le32_to_cpu(smp_load_acquire(&hdr->cons)) >=
-		    qp->rq.entries) {
+		    ring->entries) {
 			err = -ENOMEM;
 			break;
 		}
-		rqe = bzc_wq_slot(&qp->rq, prod, qp->rq_wqe_size);
+		rqe = bzc_wq_slot(ring, prod, wqe_size);
 		rqe->wr_id = cpu_to_le64(wr->wr_id);
 		rqe->num_sge = wr->num_sge;
 		sge = (struct bzc_sge *)(rqe + 1);
@@ -269,12 +274,30 @@ int bzc_kpost_recv(struct bzc_qp *qp, const struct ib_recv_wr *wr,
 		}
 		prod++;
 	}
-	/* Release: the RQEs are written before a sender sees prod. */
+	/* Release: the WQEs are written before a consumer sees prod. */
 	smp_store_release(&hdr->prod, cpu_to_le32(prod));
-	spin_unlock_irqrestore(&qp->krq_lock, flags);
-
 	if (err)
 		*bad_wr = wr;
+	return err;
+}
+
+/* ib_post_recv() on a kernel QP. Any context; never sleeps. */
+int bzc_kpost_recv(struct bzc_qp *qp, const struct ib_recv_wr *wr,
+		   const struct ib_recv_wr **bad_wr)
+{
+	unsigned long flags;
+	int err;
+
+	if (!qp->rq.kaddr) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+
+	spin_lock_irqsave(&qp->krq_lock, flags);
+	err = bzc_kring_post_recv(&qp->rq, qp->rq_wqe_size, qp->max_recv_sge,
+				  wr, bad_wr);
+	spin_unlock_irqrestore(&qp->krq_lock, flags);
+
 	/*
 	 * Receives posted in the error state complete flushed (ib_drain_rq).
 	 * Full barrier: prod is visible before we read the state, pairing

@@ -11,12 +11,18 @@
 
 #include "bzc_xport.h"
 
-/*
- * The bzc device whose netdev owns the IP address in `gid` in the network
- * namespace of `from`'s netdev, referenced: a QP reaches only devices of
- * its own device's namespace, as its packets would.
+/**
+ * bzc_dev_by_gid() - the bzc device of this kernel that owns a GID
+ * @from: the device asking
+ * @gid: the GID
+ *
+ * The device whose netdev owns the IP address in @gid in the network
+ * namespace of @from's netdev: a QP reaches only devices of its own
+ * device's namespace, as its packets would.
+ *
+ * Return: the device, referenced (ib_device_put()), or NULL.
  */
-static struct bzc_dev *bzc_dev_by_gid(struct bzc_dev *from,
+struct bzc_dev *bzc_dev_by_gid(struct bzc_dev *from,
 				      const union ib_gid *gid)
 {
 	const struct in6_addr *addr = (const struct in6_addr *)gid->raw;
@@ -50,13 +56,10 @@ struct bzc_peer {
 	struct bzc_qp *qp;
 };
 
-/* The QP in this kernel `msg` goes to: false if there is none. */
+/* The QP on `peer->bdev` that `msg` goes to: false if there is none. */
 static bool bzc_peer_get(struct bzc_qp *qp, const struct bzc_msg *msg,
 			 struct bzc_peer *peer)
 {
-	peer->bdev = bzc_dev_by_gid(to_bdev(qp->ibqp.device), &msg->av->dgid);
-	if (!peer->bdev)
-		return false;
 	peer->qp = bzc_qp_get(peer->bdev, msg->dqpn);
 	if (peer->qp)
 		return true;
@@ -95,7 +98,8 @@ static void bzc_local_mcast(struct bzc_qp *qp, const struct bzc_msg *msg,
 }
 
 /**
- * bzc_local_send() - carry a message to its destination in this kernel
+ * bzc_local_send() - carry a message to its destination in this kernel,
+ *		      or hand it to the wire when it is not in this kernel
  * @qp: the requester's QP, its sq_mutex held
  * @msg: the message
  * @may_sleep: the caller may sleep
@@ -121,6 +125,17 @@ bool bzc_local_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 		bzc_local_mcast(qp, msg, &scratch, may_sleep, res);
 		return true;
 	}
+	/*
+	 * The transport's choice (docs/transport.md, section 3): a GID of a
+	 * bzc device in this kernel and namespace is reached without a
+	 * packet; anything else is on the wire.
+	 */
+	peer.bdev = bzc_dev_by_gid(to_bdev(qp->ibqp.device), &msg->av->dgid);
+	/* XRC has no wire yet (no XRCETH): unreachable, as a lost packet. */
+	if (!peer.bdev && msg->type == IB_QPT_XRC_INI)
+		return false;
+	if (!peer.bdev)
+		return bzc_roce_xport.send(qp, msg, may_sleep, res);
 	if (!bzc_peer_get(qp, msg, &peer))
 		return false;
 	taken = bzc_resp_execute(peer.qp, msg, &scratch, may_sleep, res);

@@ -71,9 +71,13 @@ static int bzc_dev_add(const char *ibdev_name, struct net_device *ndev)
 	err = bzc_keys_init(bdev);
 	if (err)
 		goto err_dealloc;
+	err = bzc_net_init(bdev);
+	if (err)
+		goto err_dealloc;
 	xa_init_flags(&bdev->mr_xa, XA_FLAGS_ALLOC1);
 	xa_init_flags(&bdev->qp_xa, XA_FLAGS_ALLOC);
 	xa_init_flags(&bdev->ah_xa, XA_FLAGS_ALLOC1);
+	xa_init_flags(&bdev->srq_xa, XA_FLAGS_ALLOC1);
 	bzc_mcast_init(bdev);
 	ib_set_device_ops(&bdev->ibdev, &bzc_dev_ops);
 
@@ -117,19 +121,24 @@ err_dealloc:
 }
 
 /*
- * Report the port state of the device just registered on @ndev. The netdev
- * notifier finds a device only once it is registered, so events before that
- * were not seen; under RTNL no event can slip between reading the state
- * here and the notifier's next update. The reference keeps a device that is
- * being removed meanwhile alive until we are done.
+ * Start taking the netdev's RoCE v2 packets for the device just registered
+ * on @ndev, and report its port state. The netdev notifier finds a device
+ * only once it is registered, so events before that were not seen; under
+ * RTNL no event can slip between reading the state here and the notifier's
+ * next update, and a netdev still registered here will tell the notifier
+ * when it goes, which detaches. The reference keeps a device that is being
+ * removed meanwhile alive until we are done.
  */
-static void bzc_sync_port_state(struct net_device *ndev)
+static void bzc_attach_and_sync(struct net_device *ndev)
 {
 	struct ib_device *ibdev;
 
 	rtnl_lock();
 	ibdev = ib_device_get_by_netdev(ndev, BZC_RDMA_DRIVER_ID);
 	if (ibdev) {
+		/* Checked before the device was added; a race costs the wire. */
+		if (ndev->reg_state == NETREG_REGISTERED)
+			bzc_net_attach(to_bdev(ibdev));
 		bzc_update_port_state(to_bdev(ibdev));
 		ib_device_put(ibdev);
 	}
@@ -157,9 +166,19 @@ static int bzc_newlink(const char *ibdev_name, struct net_device *ndev)
 		goto out;
 	}
 
+	/* The device takes its packets off the netdev with an rx_handler. */
+	rtnl_lock();
+	err = bzc_net_take_over(ndev);
+	rtnl_unlock();
+	if (err) {
+		pr_err(BZC_DRV_NAME ": %s has a receive handler already (a bridge, bond or macvlan port?)\n",
+		       netdev_name(ndev));
+		goto out;
+	}
+
 	err = bzc_dev_add(ibdev_name, ndev);
 	if (!err)
-		bzc_sync_port_state(ndev);
+		bzc_attach_and_sync(ndev);
 out:
 	mutex_unlock(&bzc_link_mutex);
 	return err;
@@ -185,6 +204,7 @@ static int bzc_netdev_event(struct notifier_block *nb, unsigned long event,
 	switch (event) {
 	case NETDEV_UNREGISTER:
 		/* The netdev goes away: so does the device (as with rxe). */
+		bzc_net_detach(bdev);
 		ib_unregister_device_queued(ibdev);
 		break;
 	case NETDEV_UP:

@@ -37,7 +37,8 @@
 #define BZC_MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |	\
 		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC |	\
 		       IB_ACCESS_MW_BIND | IB_ZERO_BASED | IB_ACCESS_OPTIONAL | \
-		       BZC_MR_ACCESS_FLUSH)
+		       BZC_MR_ACCESS_FLUSH | IB_ACCESS_ON_DEMAND |	\
+		       IB_ACCESS_HUGETLB)
 /*
  * FLUSH to global visibility where the core carries it; never to
  * persistence: the device has no persistent memory domain.
@@ -54,6 +55,27 @@
 bool bzc_mr_access_ok(int access)
 {
 	return !(access & ~BZC_MR_ACCESS);
+}
+
+/*
+ * IB_ACCESS_HUGETLB says an ODP MR's memory is huge pages: a hint the
+ * software device has no use for, taken with ODP only (as mlx5 does).
+ */
+static bool bzc_mr_reg_access_ok(int access)
+{
+	return bzc_mr_access_ok(access) &&
+	       (!(access & IB_ACCESS_HUGETLB) ||
+		(access & IB_ACCESS_ON_DEMAND));
+}
+
+/*
+ * The implicit ODP MR: ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND) asks for
+ * the whole address space, addressed by virtual address.
+ */
+static bool bzc_mr_implicit(u64 start, u64 length, u64 iova, int access)
+{
+	return (access & IB_ACCESS_ON_DEMAND) && !start && !iova &&
+	       length == U64_MAX;
 }
 
 static int bzc_mr_collect_pages(struct bzc_mr *mr)
@@ -144,6 +166,48 @@ void bzc_key_publish(struct bzc_dev *bdev, u32 key, void *entry)
 	xa_store(&bdev->mr_xa, key >> 8, entry, GFP_KERNEL);
 }
 
+/**
+ * bzc_mr_alloc() - a zeroed MR that holds its first reference
+ * @gfp: GFP_KERNEL_ACCOUNT for a process's MR, GFP_KERNEL for the kernel's
+ *
+ * Every kind of MR (user, cached, device memory, dma-buf, fast
+ * registration, DMA) starts here, so the data path's reference and the
+ * release wait are set up the same way for all of them.
+ *
+ * Return: the MR, or NULL.
+ */
+struct bzc_mr *bzc_mr_alloc(gfp_t gfp)
+{
+	struct bzc_mr *mr = kzalloc(sizeof(*mr), gfp);
+
+	if (!mr)
+		return NULL;
+	refcount_set(&mr->refcnt, 1);
+	init_completion(&mr->released);
+	atomic_set(&mr->num_mw, 0);
+	return mr;
+}
+
+/**
+ * bzc_mr_set_range() - the address range an MR covers and its access
+ * @mr: the MR
+ * @iova: its first address (0 for a zero-based MR)
+ * @length: in bytes
+ * @access: IB_ACCESS_* flags
+ *
+ * Sets bzc's copy, which the data path checks, and the core's, which it
+ * reports, together.
+ */
+void bzc_mr_set_range(struct bzc_mr *mr, u64 iova, u64 length, int access)
+{
+	mr->iova = iova;
+	mr->length = length;
+	mr->access = access;
+	mr->ibmr.iova = iova;
+	mr->ibmr.length = length;
+	mr->ibmr.page_size = PAGE_SIZE;
+}
+
 int bzc_mr_assign_key(struct bzc_dev *bdev, struct bzc_mr *mr)
 {
 	u32 key;
@@ -162,12 +226,13 @@ struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 			      u64 iova, int access, struct ib_udata *udata)
 {
 	struct bzc_dev *bdev = to_bdev(ibpd->device);
+	bool implicit = bzc_mr_implicit(start, length, iova, access);
 	struct bzc_mr *mr;
 	int err;
 
-	if (access & ~BZC_MR_ACCESS)
+	if (!bzc_mr_reg_access_ok(access))
 		return ERR_PTR(-EOPNOTSUPP);
-	if (!length || length > bdev->attr.max_mr_size)
+	if (!length || (length > bdev->attr.max_mr_size && !implicit))
 		return ERR_PTR(-EINVAL);
 	/* No driver request is defined; a newer one must be all zero. */
 	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
@@ -176,10 +241,22 @@ struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	if (err)
 		return ERR_PTR(err);
 
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL_ACCOUNT);
+	mr = bzc_mr_alloc(GFP_KERNEL_ACCOUNT);
 	if (!mr) {
 		bzc_obj_put(&bdev->num_mr);
 		return ERR_PTR(-ENOMEM);
+	}
+
+	if (access & IB_ACCESS_ON_DEMAND) {
+		/* Nothing pinned: pages are looked up when touched. */
+		bzc_mr_set_range(mr, iova, length, access);
+		err = bzc_odp_init(mr, start, implicit);
+		if (err)
+			goto err_free;
+		err = bzc_mr_assign_key(bdev, mr);
+		if (err)
+			goto err_odp;
+		return &mr->ibmr;
 	}
 
 	mr->umem = ib_umem_get(ibpd->device, start, length, access);
@@ -192,21 +269,15 @@ struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		goto err_release;
 
 	mr->page_off = ib_umem_offset(mr->umem);
-	mr->iova = iova;
-	mr->length = length;
-	mr->access = access;
-	mr->ibmr.iova = iova;
-	mr->ibmr.length = length;
-	mr->ibmr.page_size = PAGE_SIZE;
-
-	refcount_set(&mr->refcnt, 1);
-	init_completion(&mr->released);
-	atomic_set(&mr->num_mw, 0);
+	bzc_mr_set_range(mr, iova, length, access);
 	err = bzc_mr_assign_key(bdev, mr);
 	if (err)
 		goto err_pages;
 	return &mr->ibmr;
 
+err_odp:
+	bzc_odp_release(mr);
+	goto err_free;
 err_pages:
 	kvfree(mr->pages);
 err_release:
@@ -249,6 +320,7 @@ static void bzc_mr_destroy(struct bzc_mr *mr)
 	if (mr->dmabuf)
 		bzc_dmabuf_mr_release(mr);
 	bzc_fr_free(mr->fr);
+	bzc_odp_release(mr);
 	ib_umem_release(mr->umem);
 	kfree(mr);
 }
@@ -310,20 +382,26 @@ struct ib_mr *bzc_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 		return ERR_PTR(-EOPNOTSUPP);
 	if (!(flags & IB_MR_REREG_ACCESS))
 		access = mr->access;
-	if (access & ~BZC_MR_ACCESS)
+	if (!bzc_mr_reg_access_ok(access))
 		return ERR_PTR(-EOPNOTSUPP);
 	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return ERR_PTR(-EOPNOTSUPP);
 
+	/*
+	 * In place unless the pages must change: a new translation, ODP
+	 * turned on or off, or write rights on pages pinned read-only. An
+	 * ODP MR looks its pages up with the rights of each access.
+	 */
 	if (!(flags & IB_MR_REREG_TRANS) &&
-	    (mr->umem->writable || !ib_access_writable(access))) {
+	    !((access ^ mr->access) & IB_ACCESS_ON_DEMAND) &&
+	    (mr->odp || mr->umem->writable || !ib_access_writable(access))) {
 		int err = bzc_mr_change(bdev, mr, access, ibpd);
 
 		return err ? ERR_PTR(err) : NULL;
 	}
 
 	if (!(flags & IB_MR_REREG_TRANS)) {
-		start = mr->umem->address;
+		start = mr->odp ? mr->odp->uaddr : mr->umem->address;
 		length = mr->length;
 		iova = mr->iova;
 	}
@@ -380,24 +458,26 @@ struct bzc_mr *bzc_lkey_get(struct bzc_dev *bdev, u32 lkey, struct ib_pd *pd,
 	return mr;
 }
 
-/* Does `mr` (its key table entry) let `rkey` at `qp` have `access`? */
-static bool bzc_mr_grants(struct bzc_mr *mr, u32 rkey, struct bzc_qp *qp,
+/* Does `mr` (its key table entry) let `rkey` in `pd` have `access`? */
+static bool bzc_mr_grants(struct bzc_mr *mr, u32 rkey, struct ib_pd *pd,
 			  int access)
 {
-	return bzc_mr_key_ok(mr, rkey) && mr->ibmr.pd == qp->ibqp.pd &&
+	return bzc_mr_key_ok(mr, rkey) && mr->ibmr.pd == pd &&
 	       (!mr->ent || bzc_mrc_ent_valid(mr->ent)) &&
 	       (READ_ONCE(mr->access) & access) == access;
 }
 
 /*
  * Resolve a remote access to [addr, addr + len) by `rkey` arriving at `qp`
- * with `access` (one IB_ACCESS_REMOTE_* right): through an MR of the QP's
- * PD, or through a window bound to one. Returns the MR with a reference
- * and the offset of addr in it, or NULL when the key, PD, QP, rights or
- * bounds do not allow it.
+ * with `access` (one IB_ACCESS_REMOTE_* right): through an MR of `pd`, or
+ * through a window bound to one. `pd` is the QP's, or for an XRC target
+ * QP, which has none, the PD of the XRC SRQ the message names. Returns
+ * the MR with a reference and the offset of addr in it, or NULL when the
+ * key, PD, QP, rights or bounds do not allow it.
  */
 struct bzc_mr *bzc_rkey_get(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
-			    u64 addr, u64 len, int access, u64 *off)
+			    struct ib_pd *pd, u64 addr, u64 len, int access,
+			    u64 *off)
 {
 	struct bzc_mr *mr;
 	void *entry;
@@ -407,11 +487,11 @@ struct bzc_mr *bzc_rkey_get(struct bzc_dev *bdev, u32 rkey, struct bzc_qp *qp,
 	if (!entry) {
 		mr = NULL;
 	} else if (xa_pointer_tag(entry) == BZC_KEY_TAG_MW) {
-		mr = bzc_mw_resolve(xa_untag_pointer(entry), rkey, qp, addr,
-				    len, access, off);
+		mr = bzc_mw_resolve(xa_untag_pointer(entry), rkey, qp, pd,
+				    addr, len, access, off);
 	} else {
 		mr = entry;
-		if (!bzc_mr_grants(mr, rkey, qp, access) ||
+		if (!bzc_mr_grants(mr, rkey, pd, access) ||
 		    addr < mr->iova || len > mr->length ||
 		    addr - mr->iova > mr->length - len ||
 		    !refcount_inc_not_zero(&mr->refcnt))
@@ -445,7 +525,7 @@ struct bzc_mr *bzc_rkey_get_region(struct bzc_dev *bdev, u32 rkey,
 	xa_lock(&bdev->mr_xa);
 	entry = xa_load(&bdev->mr_xa, rkey >> 8);
 	if (entry && xa_pointer_tag(entry) != BZC_KEY_TAG_MW &&
-	    bzc_mr_grants(entry, rkey, qp, access) &&
+	    bzc_mr_grants(entry, rkey, qp->ibqp.pd, access) &&
 	    refcount_inc_not_zero(&((struct bzc_mr *)entry)->refcnt))
 		mr = entry;
 	xa_unlock(&bdev->mr_xa);

@@ -422,7 +422,7 @@ struct bzc_mr *bzc_cached_mr_create(struct bzc_pd *pd, u64 addr, u64 len,
 	    !(access & IB_ACCESS_LOCAL_WRITE))
 		return ERR_PTR(-EINVAL);
 
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	mr = bzc_mr_alloc(GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	ent = bzc_mrc_get(pd, addr, len, hit);
@@ -434,16 +434,9 @@ struct bzc_mr *bzc_cached_mr_create(struct bzc_pd *pd, u64 addr, u64 len,
 	mr->pages = bzc_mrc_ent_pages(ent, addr);
 	mr->page_off = offset_in_page(addr);
 	mr->npages = (PAGE_ALIGN(addr + len) - (addr & PAGE_MASK)) >> PAGE_SHIFT;
-	mr->iova = addr;
-	mr->length = len;
-	mr->access = access;
+	bzc_mr_set_range(mr, addr, len, access);
 	mr->ibmr.device = pd->ibpd.device;
 	mr->ibmr.pd = &pd->ibpd;
-	mr->ibmr.iova = addr;
-	mr->ibmr.length = len;
-	mr->ibmr.page_size = PAGE_SIZE;
-	refcount_set(&mr->refcnt, 1);
-	init_completion(&mr->released);
 	err = bzc_mr_assign_key(bdev, mr);
 	if (err) {
 		bzc_mrc_put(ent);

@@ -239,12 +239,13 @@ out:
  * QP's PD (type 2: bound to this QP) and grants `access` over the range.
  */
 struct bzc_mr *bzc_mw_resolve(struct bzc_mw *mw, u32 rkey, struct bzc_qp *qp,
-			      u64 addr, u64 len, int access, u64 *off)
+			      struct ib_pd *pd, u64 addr, u64 len, int access,
+			      u64 *off)
 {
 	struct bzc_mr *mr = NULL;
 
 	spin_lock(&mw->lock);
-	if (mw->mr && mw->rkey == rkey && mw->ibmw.pd == qp->ibqp.pd &&
+	if (mw->mr && mw->rkey == rkey && mw->ibmw.pd == pd &&
 	    (mw->ibmw.type == IB_MW_TYPE_1 || mw->qp_serial == qp->serial) &&
 	    (mw->access & access) == access &&
 	    addr >= mw->addr && len <= mw->length &&

@@ -21,24 +21,27 @@
 
 /*
  * The 8 bytes an atomic or ATOMIC_WRITE works on: an 8-byte aligned
- * address under @rkey with @access, on a QP that allows @access. Returns
- * BZC_AETH_ACK with *@mr referenced and the word mapped (kunmap_local(),
- * then bzc_mr_put()), or the NAK: INV_REQ for a misaligned address,
- * REM_ACCESS for missing rights or bounds.
+ * address under @rkey (of @pd) with @access, on a QP that allows @access.
+ * Returns BZC_AETH_ACK with *@mr referenced and the word mapped (undo
+ * with bzc_resp_unmap_u64()), or the NAK: INV_REQ for a misaligned
+ * address, REM_ACCESS for missing rights or bounds, or, in an ODP MR, a
+ * page that cannot be faulted in for writing.
  */
-static u8 bzc_resp_map_u64(struct bzc_qp *tqp, const struct bzc_msg *msg,
-			   int access, struct bzc_mr **mr, u64 **p)
+static u8 bzc_resp_map_u64(struct bzc_qp *tqp, struct ib_pd *pd,
+			   const struct bzc_msg *msg, int access,
+			   struct bzc_mr **mr, u64 **p)
 {
 	struct bzc_dev *bdev = to_bdev(tqp->ibqp.device);
 	u64 raddr = msg->remote_addr;
+	struct page *page;
 	u64 off, byte;
 
 	if (!IS_ALIGNED(raddr, sizeof(u64)))
 		return BZC_AETH_NAK_INV_REQ;
 	if (!(READ_ONCE(tqp->access) & access))
 		return BZC_AETH_NAK_REM_ACCESS;
-	*mr = bzc_rkey_get(bdev, msg->rkey, tqp, raddr, sizeof(u64), access,
-			   &off);
+	*mr = bzc_rkey_get(bdev, msg->rkey, tqp, pd, raddr, sizeof(u64),
+			   access, &off);
 	if (!*mr)
 		return BZC_AETH_NAK_REM_ACCESS;
 	/* An iova aligned otherwise than the pages is misaligned there. */
@@ -47,15 +50,44 @@ static u8 bzc_resp_map_u64(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		bzc_mr_put(*mr);
 		return BZC_AETH_NAK_INV_REQ;
 	}
+	if (!(*mr)->odp) {
+		page = (*mr)->pages[byte >> PAGE_SHIFT];
+	} else {
+		/*
+		 * Fault the page in writable, then hold the MR's table
+		 * locked while the word is used, so no invalidation takes
+		 * the page meanwhile; it may have gone again in between.
+		 */
+		for (;;) {
+			if (bzc_odp_fault(*mr, off, sizeof(u64), true, true)) {
+				bzc_mr_put(*mr);
+				return BZC_AETH_NAK_REM_ACCESS;
+			}
+			bzc_odp_lock(*mr, NULL);
+			page = bzc_odp_page(*mr, off, true);
+			if (page)
+				break;
+			bzc_odp_unlock(*mr, NULL);
+		}
+	}
 	/* Aligned 8 bytes never straddle a page. */
-	*p = kmap_local_page((*mr)->pages[byte >> PAGE_SHIFT]) +
-	     offset_in_page(byte);
+	*p = kmap_local_page(page) + offset_in_page(byte);
 	return BZC_AETH_ACK;
 }
 
+/* Undo a successful bzc_resp_map_u64(). */
+static void bzc_resp_unmap_u64(struct bzc_mr *mr, u64 *p)
+{
+	kunmap_local(p);
+	if (mr->odp)
+		bzc_odp_unlock(mr, NULL);
+	bzc_mr_put(mr);
+}
+
 /**
- * bzc_resp_atomic() - execute CMP_AND_SWP or FETCH_AND_ADD at a responder
+ * bzc_resp_atomic_pd() - execute CMP_AND_SWP or FETCH_AND_ADD at a responder
  * @tqp: the responder QP
+ * @pd: the PD the rkey must be of: the QP's, or an XRC SRQ's
  * @msg: the message: opcode, remote_addr, rkey, compare_add and swap
  * @orig: where the original value goes, for the atomic ACK
  *
@@ -64,22 +96,29 @@ static u8 bzc_resp_map_u64(struct bzc_qp *tqp, const struct bzc_msg *msg,
  *
  * Return: BZC_AETH_ACK, or the NAK syndrome (see bzc_resp_map_u64()).
  */
-u8 bzc_resp_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg, u64 *orig)
+u8 bzc_resp_atomic_pd(struct bzc_qp *tqp, struct ib_pd *pd,
+		       const struct bzc_msg *msg, u64 *orig)
 {
 	struct bzc_mr *mr;
 	u64 *p;
 	u8 syndrome;
 
-	syndrome = bzc_resp_map_u64(tqp, msg, IB_ACCESS_REMOTE_ATOMIC, &mr, &p);
+	syndrome = bzc_resp_map_u64(tqp, pd, msg, IB_ACCESS_REMOTE_ATOMIC,
+				    &mr, &p);
 	if (syndrome != BZC_AETH_ACK)
 		return syndrome;
 	if (msg->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
 		*orig = cmpxchg64(p, msg->compare_add, msg->swap);
 	else
 		*orig = atomic64_fetch_add(msg->compare_add, (atomic64_t *)p);
-	kunmap_local(p);
-	bzc_mr_put(mr);
+	bzc_resp_unmap_u64(mr, p);
 	return BZC_AETH_ACK;
+}
+
+/* bzc_resp_atomic_pd() under a key of the QP's PD. */
+u8 bzc_resp_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg, u64 *orig)
+{
+	return bzc_resp_atomic_pd(tqp, tqp->ibqp.pd, msg, orig);
 }
 
 /**
@@ -99,12 +138,12 @@ u8 bzc_resp_atomic_write(struct bzc_qp *tqp, const struct bzc_msg *msg)
 	u64 *p;
 	u8 syndrome;
 
-	syndrome = bzc_resp_map_u64(tqp, msg, IB_ACCESS_REMOTE_WRITE, &mr, &p);
+	syndrome = bzc_resp_map_u64(tqp, tqp->ibqp.pd, msg,
+				    IB_ACCESS_REMOTE_WRITE, &mr, &p);
 	if (syndrome != BZC_AETH_ACK)
 		return syndrome;
 	atomic64_set((atomic64_t *)p, msg->swap);
-	kunmap_local(p);
-	bzc_mr_put(mr);
+	bzc_resp_unmap_u64(mr, p);
 	return BZC_AETH_ACK;
 }
 
@@ -144,8 +183,8 @@ u8 bzc_resp_flush(struct bzc_qp *tqp, const struct bzc_msg *msg)
 	if (msg->flush_level == BZC_FLUSH_MR)
 		mr = bzc_rkey_get_region(bdev, msg->rkey, tqp, access);
 	else
-		mr = bzc_rkey_get(bdev, msg->rkey, tqp, msg->remote_addr,
-				  msg->length, access, &off);
+		mr = bzc_rkey_get(bdev, msg->rkey, tqp, tqp->ibqp.pd,
+				  msg->remote_addr, msg->length, access, &off);
 	if (!mr)
 		return BZC_AETH_NAK_REM_ACCESS;
 	/* Earlier writes were stores of this kernel: order them before. */

@@ -123,13 +123,19 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	u32 qpn;
 	int err;
 
-	if (!udata) {
+	if (init->qp_type == IB_QPT_XRC_TGT) {
+		/* A process's, created by the core without its udata. */
+		err = bzc_xrc_tgt_check_init(init);
+		if (err)
+			return err;
+	} else if (!udata) {
 		/* A kernel consumer's (bzc_kqp.c), the GSI QP among them. */
 		err = bzc_kqp_check_init(init);
 		if (err)
 			return err;
 	} else if (init->qp_type != IB_QPT_RC && init->qp_type != IB_QPT_UC &&
-		   init->qp_type != IB_QPT_UD) {
+		   init->qp_type != IB_QPT_UD &&
+		   init->qp_type != IB_QPT_XRC_INI) {
 		return -EOPNOTSUPP;
 	}
 	if (init->create_flags)
@@ -157,15 +163,28 @@ int bzc_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->port = BZC_PORT;
 	qp->sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->path_mtu = IB_MTU_1024;
+	qp->xrcd = init->xrcd;
 
 	err = bzc_qp_alloc_scratch(qp, bzc_gfp(udata));
 	if (err)
 		goto err_count;
+	/*
+	 * An XRC TGT QP sends nothing: its send ring is an empty one in
+	 * kernel memory, never mapped, which keeps the state machine and
+	 * the executor the same for every QP.
+	 */
 	err = bzc_qp_alloc_sq(qp, bdev, &init->cap, udata);
 	if (err)
 		goto err_scratch;
-	/* A QP on an SRQ has no receive queue of its own. */
-	if (init->srq) {
+	/*
+	 * A QP on an SRQ has no receive queue of its own, nor has either
+	 * half of XRC: the target takes receives from the XRC SRQ each
+	 * message names.
+	 */
+	if (init->srq || init->qp_type == IB_QPT_XRC_INI ||
+	    init->qp_type == IB_QPT_XRC_TGT) {
+		if (init->qp_type == IB_QPT_XRC_TGT)
+			memset(&init->cap, 0, sizeof(init->cap));
 		init->cap.max_recv_wr = 0;
 		init->cap.max_recv_sge = 0;
 	} else {
@@ -455,12 +474,17 @@ static int bzc_qp_check_attr(struct bzc_qp *qp, struct ib_qp_attr *attr,
 		return -EINVAL;
 	if ((mask & IB_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31)
 		return -EINVAL;
+	/*
+	 * ON_DEMAND is an MR's property; rdma-core's ODP tests give the QP
+	 * their MR's flags, and hardware that has ODP ignores it here.
+	 */
 	if ((mask & IB_QP_ACCESS_FLAGS) &&
 	    (attr->qp_access_flags & ~(IB_ACCESS_REMOTE_WRITE |
 				       IB_ACCESS_REMOTE_READ |
 				       IB_ACCESS_REMOTE_ATOMIC |
 				       IB_ACCESS_LOCAL_WRITE |
 				       IB_ACCESS_MW_BIND |
+				       IB_ACCESS_ON_DEMAND |
 				       BZC_ACCESS_FLUSH)))
 		return -EINVAL;
 	if ((mask & IB_QP_CAP) &&
@@ -523,10 +547,14 @@ again:
 		qp->qkey = attr->qkey;
 	if (mask & IB_QP_DEST_QPN)
 		qp->dest_qpn = attr->dest_qp_num;
-	if (mask & IB_QP_SQ_PSN)
+	if (mask & IB_QP_SQ_PSN) {
 		qp->sq_psn = attr->sq_psn & 0xffffff;
-	if (mask & IB_QP_RQ_PSN)
+		qp->tx_psn = qp->sq_psn;	/* the wire starts there */
+	}
+	if (mask & IB_QP_RQ_PSN) {
 		qp->rq_psn = attr->rq_psn & 0xffffff;
+		qp->resp_gen++;		/* the wire's responder takes it up */
+	}
 	if (mask & IB_QP_ACCESS_FLAGS)
 		qp->access = attr->qp_access_flags;
 	if (mask & IB_QP_PKEY_INDEX)
@@ -605,6 +633,8 @@ int bzc_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->cap.max_inline_data = qp->max_inline;
 	attr->cap.max_recv_wr = qp->rq.entries;
 	attr->cap.max_recv_sge = qp->max_recv_sge;
+	if (ibqp->qp_type == IB_QPT_XRC_TGT)
+		memset(&attr->cap, 0, sizeof(attr->cap));
 
 	init->qp_type = ibqp->qp_type;
 	init->send_cq = ibqp->send_cq;
@@ -624,6 +654,11 @@ int bzc_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 int bzc_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr)
 {
+	/* An XRC target has no send queue (its empty one is not for WRs). */
+	if (ibqp->qp_type == IB_QPT_XRC_TGT) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
 	if (bzc_qp_is_kernel(to_bqp(ibqp)))
 		return bzc_kpost_send(to_bqp(ibqp), wr, bad_wr);
 	if (wr) {
@@ -655,6 +690,9 @@ static int UVERBS_HANDLER(BZC_METHOD_QP_DOORBELL)(
 	if (IS_ERR(ibqp))
 		return PTR_ERR(ibqp);
 	ibqp = ibqp->real_qp;
+	/* An XRC target has no send queue, nor a PD to own it. */
+	if (ibqp->qp_type == IB_QPT_XRC_TGT)
+		return -EINVAL;
 	if (!bzc_mrc_owned_by_current(to_bpd(ibqp->pd))) {
 		ibdev_info_ratelimited(ibqp->device,
 				       "QP %u: doorbell from %s[%d], not the process that owns it\n",
@@ -685,6 +723,12 @@ int bzc_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 {
 	struct bzc_qp *qp = to_bqp(ibqp);
 
+	/* XRC: receives are posted to XRC SRQs only. */
+	if (ibqp->qp_type == IB_QPT_XRC_TGT ||
+	    ibqp->qp_type == IB_QPT_XRC_INI) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
 	if (bzc_qp_is_kernel(qp))
 		return bzc_kpost_recv(qp, wr, bad_wr);
 	if (wr) {

@@ -34,8 +34,6 @@ struct workqueue_struct *bzc_wq;
 #define BZC_DOORBELL_WQES	64
 #define BZC_DOORBELL_BYTES	SZ_64K
 #define BZC_WORKER_WQES		1024
-#define BZC_PEER_RQE_BYTES	(sizeof(struct bzc_recv_wqe) + \
-				 BZC_MAX_SGE * sizeof(struct bzc_sge))
 
 /* The Q_Key a UD WQE sends with: its own, or the QP's (high bit set). */
 static u32 bzc_ud_qkey(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
@@ -67,9 +65,11 @@ static bool bzc_opcode_valid(enum ib_qp_type type, u8 opcode)
 	case IB_UVERBS_WR_RDMA_WRITE:
 	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
 		return !bzc_type_ud(type);
+	/* An XRC initiator: as RC, but for the Placement Extensions. */
 	case IB_UVERBS_WR_RDMA_READ:
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		return type == IB_QPT_RC || type == IB_QPT_XRC_INI;
 	case IB_UVERBS_WR_SEND_WITH_INV:
 	case BZC_WR_ATOMIC_WRITE:
 	case BZC_WR_FLUSH:
@@ -154,6 +154,7 @@ static bool bzc_msg_build(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	msg->length = 0;
 	msg->flush_type = 0;
 	msg->flush_level = 0;
+	msg->xrc_srqn = 0;
 
 	if (bzc_type_ud(msg->type)) {
 		msg->dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
@@ -191,6 +192,9 @@ static bool bzc_msg_build(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		msg->flush_level = wqe->flush.level;
 		break;
 	}
+	/* XRC: the target checks the SRQ number against its XRC domain. */
+	if (msg->type == IB_QPT_XRC_INI)
+		msg->xrc_srqn = le32_to_cpu(wqe->xrc_srqn) & 0xffffff;
 	spin_lock(&qp->lock);
 	*av = qp->av;
 	msg->dqpn = qp->dest_qpn;
@@ -217,6 +221,7 @@ static void bzc_req_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 
 	res->status = IB_WC_SUCCESS;
 	res->rnr = false;
+	res->defer = false;
 
 	if (!bzc_wqe_valid(qp, wqe)) {
 		res->status = IB_WC_LOC_QP_OP_ERR;
@@ -328,6 +333,9 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 		}
 		if (state != IB_QPS_RTS)
 			return false;	/* held until RTS (SQD, or not yet) */
+		/* ODP MRs may fault, which only the worker does. */
+		if (!may_sleep && bzc_odp_active())
+			return true;
 		if (qp->rnr_waiting && time_before(jiffies, qp->rnr_until)) {
 			/* Woken early (a doorbell): keep the RNR timer armed. */
 			mod_delayed_work(bzc_wq, &qp->sq_work,
@@ -342,6 +350,8 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 			return true;
 
 		bzc_req_wqe(qp, wqe, may_sleep, &res);
+		if (res.defer)
+			return true;	/* the worker runs it again */
 		if (!bzc_comp_wqe(qp, wqe, &res))
 			return false;
 		if (max_bytes != U64_MAX)
@@ -389,8 +399,9 @@ int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp)
 {
 	qp->local_sgl = kzalloc(sizeof(*qp->local_sgl), gfp);
 	qp->peer_sgl = kzalloc(sizeof(*qp->peer_sgl), gfp);
-	qp->peer_rqe = kzalloc(BZC_PEER_RQE_BYTES, gfp);
-	if (qp->local_sgl && qp->peer_sgl && qp->peer_rqe)
+	qp->peer_rqe = kzalloc(BZC_RESP_RQE_BYTES, gfp);
+	if (qp->local_sgl && qp->peer_sgl && qp->peer_rqe &&
+	    (bzc_type_ud(qp->ibqp.qp_type) || !bzc_wire_alloc(qp, gfp)))
 		return 0;
 	bzc_qp_free_scratch(qp);
 	return -ENOMEM;
@@ -401,6 +412,7 @@ void bzc_qp_free_scratch(struct bzc_qp *qp)
 	kfree(qp->local_sgl);
 	kfree(qp->peer_sgl);
 	kfree(qp->peer_rqe);
+	bzc_wire_free(qp);
 	qp->local_sgl = NULL;
 	qp->peer_sgl = NULL;
 	qp->peer_rqe = NULL;

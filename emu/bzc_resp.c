@@ -18,23 +18,34 @@ static bool bzc_qp_receives(enum ib_qp_state state)
 	       state == IB_QPS_SQD || state == IB_QPS_SQE;
 }
 
-/*
- * The responder's checks of a message's source, in one place (a wire
- * transport runs the same on each packet): does `tqp` take `msg`? It must
- * be of the sender's type and receiving, and
+/**
+ * bzc_resp_accepts() - the responder's checks of a message's source
+ * @tqp: the target QP
+ * @msg: the message (or a packet of it, from the wire)
+ *
+ * In one place for both transports: does @tqp take @msg? It must
+ * be of the sender's type (an XRC target for an XRC initiator) and
+ * receiving, and
  * - UD: the Q_Key matches;
  * - RC, UC: it is connected to the sender: its dest_qp_num is the
  *   sender's QPN and its address vector's DGID the sender's GID, as a NIC
  *   drops a packet whose source is not its connection's. The sender's
  *   device is in the responder's namespace (bzc_dev_by_gid()).
+ * On the wire an RC or UC packet carries no source QPN: the receive path
+ * puts the QP's dest_qp_num in @msg->sqpn, and the check is the source
+ * address (docs/transport.md, section 2).
  * A refused message is dropped silently: an RC requester retries in vain.
+ *
+ * Return: true if @tqp takes it.
  */
-static bool bzc_responder_accepts(struct bzc_qp *tqp,
+bool bzc_resp_accepts(struct bzc_qp *tqp,
 				  const struct bzc_msg *msg)
 {
 	enum ib_qp_type type = msg->type;
 	bool ok, peer = true;
 
+	if (type == IB_QPT_XRC_INI)
+		type = IB_QPT_XRC_TGT;
 	spin_lock(&tqp->lock);
 	ok = tqp->ibqp.qp_type == type && bzc_qp_receives(tqp->state);
 	if (ok && bzc_type_ud(type)) {
@@ -97,20 +108,41 @@ int bzc_recv_ring_take(struct bzc_ring *ring, u32 *cons, u32 wqe_size,
 	return prod - *cons;
 }
 
-/*
- * Take the peer's next receive WQE into `rqe` (the sender's scratch), from
- * its RQ or its SRQ. -EAGAIN: none posted (RNR); -EIO: the peer's ring is
- * corrupt (the peer QP has been put in error).
- */
-static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
+/* The SRQ a message's receive comes from: an XRC SRQ, the QP's, or none. */
+static struct bzc_srq *bzc_resp_srq(struct bzc_qp *tqp,
+				    const struct bzc_resp_scratch *scratch)
+{
+	if (scratch && scratch->xrc_srq)
+		return scratch->xrc_srq;
+	return tqp->ibqp.srq ? to_bsrq(tqp->ibqp.srq) : NULL;
+}
+
+/* The PD the rkeys of a message must be of: the QP's, or the XRC SRQ's. */
+static struct ib_pd *bzc_resp_key_pd(struct bzc_qp *tqp,
+				     const struct bzc_resp_scratch *scratch)
+{
+	return scratch->xrc_srq ? scratch->xrc_srq->ibsrq.pd : tqp->ibqp.pd;
+}
+
+/* The CQ of a message's receive: the QP's, or the XRC SRQ's. */
+static struct ib_cq *bzc_resp_rcq(struct bzc_qp *tqp,
+				  const struct bzc_resp_scratch *scratch)
+{
+	return scratch->xrc_srq ? scratch->xrc_srq->ibsrq.ext.cq :
+				  tqp->ibqp.recv_cq;
+}
+
+/* bzc_resp_rq_take() from `srq` (NULL: the QP's RQ). */
+static int bzc_resp_take(struct bzc_qp *tqp, struct bzc_srq *srq,
+			 struct bzc_recv_wqe *rqe)
 {
 	unsigned long flags;
 	int ret;
 
-	if (tqp->ibqp.srq) {
+	if (srq) {
 		if (!bzc_qp_receives(READ_ONCE(tqp->state)))
 			return -EAGAIN;
-		ret = bzc_srq_take(to_bsrq(tqp->ibqp.srq), rqe);
+		ret = bzc_srq_take(srq, rqe);
 		if (ret == -EIO)
 			bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
 		return ret;
@@ -133,7 +165,22 @@ static int bzc_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
 	return ret < 0 ? ret : 0;
 }
 
-static void bzc_recv_complete(struct bzc_qp *tqp, const struct bzc_msg *msg,
+/**
+ * bzc_resp_rq_take() - take a QP's next receive WQE, from its RQ or SRQ
+ * @tqp: the QP
+ * @rqe: where it goes (BZC_RESP_RQE_BYTES)
+ *
+ * Return: 0; -EAGAIN: none posted (RNR); -EIO: the ring is corrupt (the
+ * QP has been put in error).
+ */
+int bzc_resp_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe)
+{
+	return bzc_resp_take(tqp, bzc_resp_srq(tqp, NULL), rqe);
+}
+
+/* bzc_resp_recv_complete() on `rcq`. */
+static void bzc_resp_complete(struct bzc_qp *tqp, struct ib_cq *rcq,
+			      const struct bzc_msg *msg,
 			      const struct bzc_recv_wqe *rqe,
 			      enum ib_wc_status status, u64 byte_len)
 {
@@ -166,9 +213,23 @@ static void bzc_recv_complete(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	 * catastrophic error.
 	 */
 	bzc_count(to_bdev(tqp->ibqp.device), BZC_CNT_RCVD_MSGS, 1);
-	if (!bzc_cq_post(to_bcq(tqp->ibqp.recv_cq), &cqe,
-			 msg->flags & BZC_WQE_SOLICITED))
+	if (!bzc_cq_post(to_bcq(rcq), &cqe, msg->flags & BZC_WQE_SOLICITED))
 		bzc_qp_error(tqp, IB_EVENT_QP_FATAL);
+}
+
+/**
+ * bzc_resp_recv_complete() - the receive completion of a message
+ * @tqp: the QP
+ * @msg: the message (opcode, immediate, solicited flag, source QPN)
+ * @rqe: the receive WQE it consumed
+ * @status: its status
+ * @byte_len: the bytes received
+ */
+void bzc_resp_recv_complete(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			    const struct bzc_recv_wqe *rqe,
+			    enum ib_wc_status status, u64 byte_len)
+{
+	bzc_resp_complete(tqp, tqp->ibqp.recv_cq, msg, rqe, status, byte_len);
 }
 
 /*
@@ -187,15 +248,20 @@ static void bzc_build_grh(struct ib_grh *grh, const struct bzc_msg *msg)
 	grh->dgid = msg->av->dgid;
 }
 
-/*
- * No receive WQE for a message that needs one: an RC responder NAKs, RNR
- * (none posted) or remote operational error (a corrupt ring); UC and UD
- * drop the message.
+/**
+ * bzc_resp_no_rqe() - no receive WQE for a message that needs one
+ * @tqp: the QP
+ * @msg: the message
+ * @err: what bzc_resp_rq_take() returned
+ * @res: the answer
+ *
+ * An RC responder NAKs, RNR (none posted) or remote operational error (a
+ * corrupt ring); UC and UD drop the message.
  */
-static void bzc_resp_no_rqe(struct bzc_qp *tqp, const struct bzc_msg *msg,
+void bzc_resp_no_rqe(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			    int err, struct bzc_resp_result *res)
 {
-	if (msg->type != IB_QPT_RC)
+	if (!bzc_type_reliable(msg->type))
 		return;
 	if (err == -EAGAIN)
 		res->syndrome = BZC_AETH_RNR_NAK |
@@ -216,20 +282,21 @@ static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	struct bzc_cursor dc, sc = { .sgl = msg->local };
 	struct bzc_sgl *dst = scratch->sgl;
 	u64 need = msg->local->total + (ud ? BZC_GRH_BYTES : 0);
+	struct bzc_srq *srq = bzc_resp_srq(tqp, scratch);
+	struct ib_cq *rcq = bzc_resp_rcq(tqp, scratch);
 	int err;
 
-	err = bzc_rq_take(tqp, rqe);
+	err = bzc_resp_take(tqp, srq, rqe);
 	if (err) {
 		bzc_resp_no_rqe(tqp, msg, err, res);
 		return;
 	}
 
 	/* An SRQ's receive buffers are in the SRQ's PD. */
-	if (!bzc_sgl_from_sges(dst, tdev, tqp->ibqp.srq ?
-			       tqp->ibqp.srq->pd : tqp->ibqp.pd,
+	if (!bzc_sgl_from_sges(dst, tdev, srq ? srq->ibsrq.pd : tqp->ibqp.pd,
 			       (const struct bzc_sge *)(rqe + 1), rqe->num_sge,
 			       IB_ACCESS_LOCAL_WRITE)) {
-		bzc_recv_complete(tqp, msg, rqe, IB_WC_LOC_PROT_ERR, 0);
+		bzc_resp_complete(tqp, rcq, msg, rqe, IB_WC_LOC_PROT_ERR, 0);
 		bzc_qp_error(tqp, 0);
 		if (!ud)
 			res->syndrome = BZC_AETH_NAK_REM_OP;
@@ -237,7 +304,7 @@ static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	}
 	if (dst->total < need) {
 		bzc_sgl_put(dst);
-		bzc_recv_complete(tqp, msg, rqe, IB_WC_LOC_LEN_ERR, 0);
+		bzc_resp_complete(tqp, rcq, msg, rqe, IB_WC_LOC_LEN_ERR, 0);
 		bzc_qp_error(tqp, 0);
 		if (!ud)
 			res->syndrome = BZC_AETH_NAK_INV_REQ;
@@ -252,7 +319,7 @@ static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 
 		bzc_build_grh(&grh, msg);
 		bzc_sgl_kbuf(&gsgl, &grh, sizeof(grh));
-		bzc_copy(&dc, &gc, sizeof(grh), false);
+		bzc_copy(&dc, &gc, sizeof(grh), may_sleep);
 	}
 	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
 	bzc_sgl_put(dst);
@@ -263,28 +330,34 @@ static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	 */
 	if (msg->opcode == IB_UVERBS_WR_SEND_WITH_INV &&
 	    bzc_key_invalidate(tdev, le32_to_cpu(msg->imm_data), tqp, true)) {
-		bzc_recv_complete(tqp, msg, rqe, IB_WC_REM_INV_REQ_ERR, 0);
+		bzc_resp_complete(tqp, rcq, msg, rqe, IB_WC_REM_INV_REQ_ERR, 0);
 		bzc_qp_error(tqp, 0);
 		res->syndrome = BZC_AETH_NAK_INV_REQ;
 		return;
 	}
-	bzc_recv_complete(tqp, msg, rqe, IB_WC_SUCCESS, need);
+	bzc_resp_complete(tqp, rcq, msg, rqe, IB_WC_SUCCESS, need);
 }
 
-/*
- * An RC responder's error of IBA class C: an R_Key or access violation
- * (IBV_WC_REM_ACCESS_ERR) or an invalid request (IBV_WC_REM_INV_REQ_ERR).
- * It NAKs with `syndrome`, so the requester's WQE fails, and goes to ERR,
- * flushing its receives; with no completion of its own to say why, its
- * owner learns it from an affiliated event. A UC responder drops the
- * message (class D/E): its requester sees nothing.
+/**
+ * bzc_resp_error() - an RC responder's error of IBA class C
+ * @tqp: the QP
+ * @msg: the message
+ * @syndrome: BZC_AETH_NAK_REM_ACCESS or BZC_AETH_NAK_INV_REQ
+ * @res: the answer
+ *
+ * An R_Key or access violation (IBV_WC_REM_ACCESS_ERR) or an invalid
+ * request (IBV_WC_REM_INV_REQ_ERR): it NAKs with @syndrome, so the
+ * requester's WQE fails, and goes to ERR, flushing its receives; with no
+ * completion of its own to say why, its owner learns it from an
+ * affiliated event. A UC responder drops the message (class D/E): its
+ * requester sees nothing.
  */
-static void bzc_responder_error(struct bzc_qp *tqp, const struct bzc_msg *msg,
+void bzc_resp_error(struct bzc_qp *tqp, const struct bzc_msg *msg,
 				u8 syndrome, struct bzc_resp_result *res)
 {
 	bool access = syndrome == BZC_AETH_NAK_REM_ACCESS;
 
-	if (msg->type != IB_QPT_RC)
+	if (!bzc_type_reliable(msg->type))
 		return;
 	res->syndrome = syndrome;
 	ibdev_info_ratelimited(tqp->ibqp.device,
@@ -295,6 +368,40 @@ static void bzc_responder_error(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			       msg->sqpn);
 	bzc_qp_error(tqp, access ? IB_EVENT_QP_ACCESS_ERR :
 				   IB_EVENT_QP_REQ_ERR);
+}
+
+/* bzc_resp_rdma_target() with the PD the R_Key must be of (NULL: the QP's) */
+static u8 bzc_resp_rdma_target_pd(struct bzc_qp *tqp, struct ib_pd *pd,
+				  u32 rkey, u64 addr, u64 len, int access,
+				  struct bzc_sgl *sgl)
+{
+	bzc_sgl_init(sgl);
+	if (!(READ_ONCE(tqp->access) & access) ||
+	    !bzc_sgl_add(sgl, to_bdev(tqp->ibqp.device), pd, tqp, rkey, addr,
+			 len, access))
+		return BZC_AETH_NAK_REM_ACCESS;
+	return BZC_AETH_ACK;
+}
+
+/**
+ * bzc_resp_rdma_target() - the memory an RDMA WRITE or READ names
+ * @tqp: the responder QP
+ * @rkey: the R_Key
+ * @addr: the first byte
+ * @len: the length
+ * @access: IB_ACCESS_REMOTE_WRITE or IB_ACCESS_REMOTE_READ
+ * @sgl: where the range goes, with a reference on its MR (bzc_sgl_put())
+ *
+ * The QP must allow the access, and the R_Key resolve on its device to an
+ * MR or window of its PD covering the range with the right.
+ *
+ * Return: BZC_AETH_ACK, or BZC_AETH_NAK_REM_ACCESS with @sgl empty.
+ */
+u8 bzc_resp_rdma_target(struct bzc_qp *tqp, u32 rkey, u64 addr, u64 len,
+			int access, struct bzc_sgl *sgl)
+{
+	return bzc_resp_rdma_target_pd(tqp, NULL, rkey, addr, len, access,
+				       sgl);
 }
 
 /* RDMA WRITE (with immediate): into the peer's MR named by rkey. */
@@ -308,17 +415,16 @@ static void bzc_resp_write(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	struct bzc_recv_wqe *rqe = scratch->rqe;
 	int err;
 
-	bzc_sgl_init(dst);
-	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_WRITE) ||
-	    !bzc_sgl_add(dst, to_bdev(tqp->ibqp.device), NULL, tqp,
-			 msg->rkey, msg->remote_addr, msg->local->total,
-			 IB_ACCESS_REMOTE_WRITE)) {
-		bzc_responder_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
+	if (bzc_resp_rdma_target_pd(tqp, bzc_resp_key_pd(tqp, scratch),
+				    msg->rkey, msg->remote_addr,
+				    msg->local->total, IB_ACCESS_REMOTE_WRITE,
+				    dst) != BZC_AETH_ACK) {
+		bzc_resp_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
 		return;
 	}
 
 	if (imm) {
-		err = bzc_rq_take(tqp, rqe);
+		err = bzc_resp_take(tqp, bzc_resp_srq(tqp, scratch), rqe);
 		if (err) {
 			bzc_resp_no_rqe(tqp, msg, err, res);
 			bzc_sgl_put(dst);
@@ -328,8 +434,8 @@ static void bzc_resp_write(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
 	bzc_sgl_put(dst);
 	if (imm)
-		bzc_recv_complete(tqp, msg, rqe, IB_WC_SUCCESS,
-				  msg->local->total);
+		bzc_resp_complete(tqp, bzc_resp_rcq(tqp, scratch), msg, rqe,
+				  IB_WC_SUCCESS, msg->local->total);
 }
 
 /* RDMA READ: from the peer's MR into the local SGEs. */
@@ -340,12 +446,11 @@ static void bzc_resp_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	struct bzc_sgl *remote = scratch->sgl;
 	struct bzc_cursor dc = { .sgl = msg->local }, sc = { .sgl = remote };
 
-	bzc_sgl_init(remote);
-	if (!(READ_ONCE(tqp->access) & IB_ACCESS_REMOTE_READ) ||
-	    !bzc_sgl_add(remote, to_bdev(tqp->ibqp.device), NULL, tqp,
-			 msg->rkey, msg->remote_addr, msg->local->total,
-			 IB_ACCESS_REMOTE_READ)) {
-		bzc_responder_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
+	if (bzc_resp_rdma_target_pd(tqp, bzc_resp_key_pd(tqp, scratch),
+				    msg->rkey, msg->remote_addr,
+				    msg->local->total, IB_ACCESS_REMOTE_READ,
+				    remote) != BZC_AETH_ACK) {
+		bzc_resp_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
 		return;
 	}
 	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
@@ -361,8 +466,9 @@ static void bzc_resp_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
  * @res: the answer, an ACK on entry; a NAK or RNR NAK if the responder
  *	 says so, an atomic's original value
  *
- * The responder's checks (the source, then keys, bounds, rights and the
- * receive WQE), then the operation and the receive CQE.
+ * The responder's checks (the source, at an XRC target the SRQ the
+ * message names, then keys, bounds, rights and the receive WQE), then the
+ * operation and the receive CQE.
  *
  * Return: false when @tqp does not take the message at all (not its
  * peer, not receiving, wrong Q_Key): dropped, nothing changed, no answer.
@@ -371,22 +477,32 @@ bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		      const struct bzc_resp_scratch *scratch, bool may_sleep,
 		      struct bzc_resp_result *res)
 {
+	struct bzc_resp_scratch s = *scratch;
 	u8 syndrome;
 
-	if (!bzc_responder_accepts(tqp, msg))
+	if (!bzc_resp_accepts(tqp, msg))
 		return false;
+	/* No such XRC SRQ, or of another XRC domain: an invalid request. */
+	s.xrc_srq = NULL;
+	if (tqp->ibqp.qp_type == IB_QPT_XRC_TGT) {
+		s.xrc_srq = bzc_xrc_srq_get(tqp, msg->xrc_srqn);
+		if (!s.xrc_srq) {
+			bzc_resp_error(tqp, msg, BZC_AETH_NAK_INV_REQ, res);
+			return true;
+		}
+	}
 	switch (msg->opcode) {
 	case IB_UVERBS_WR_SEND:
 	case IB_UVERBS_WR_SEND_WITH_IMM:
 	case IB_UVERBS_WR_SEND_WITH_INV:
-		bzc_resp_send(tqp, msg, scratch, may_sleep, res);
+		bzc_resp_send(tqp, msg, &s, may_sleep, res);
 		break;
 	case IB_UVERBS_WR_RDMA_WRITE:
 	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
-		bzc_resp_write(tqp, msg, scratch, may_sleep, res);
+		bzc_resp_write(tqp, msg, &s, may_sleep, res);
 		break;
 	case IB_UVERBS_WR_RDMA_READ:
-		bzc_resp_read(tqp, msg, scratch, may_sleep, res);
+		bzc_resp_read(tqp, msg, &s, may_sleep, res);
 		break;
 	default:
 		if (msg->opcode == BZC_WR_ATOMIC_WRITE)
@@ -394,11 +510,14 @@ bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		else if (msg->opcode == BZC_WR_FLUSH)
 			syndrome = bzc_resp_flush(tqp, msg);
 		else
-			syndrome = bzc_resp_atomic(tqp, msg,
-						   &res->atomic_orig);
+			syndrome = bzc_resp_atomic_pd(tqp,
+						      bzc_resp_key_pd(tqp, &s),
+						      msg, &res->atomic_orig);
 		if (syndrome != BZC_AETH_ACK)
-			bzc_responder_error(tqp, msg, syndrome, res);
+			bzc_resp_error(tqp, msg, syndrome, res);
 		break;
 	}
+	if (s.xrc_srq)
+		bzc_srq_put(s.xrc_srq);
 	return true;
 }

@@ -18,15 +18,30 @@ void bzc_sgl_put(struct bzc_sgl *sgl)
 	u32 i;
 
 	for (i = 0; i < sgl->n; i++)
-		bzc_mr_put(sgl->seg[i].mr);
+		if (sgl->seg[i].mr)
+			bzc_mr_put(sgl->seg[i].mr);
 	sgl->n = 0;
+}
+
+/* Append one segment: an MR's range or, with no MR, pinned pages. */
+static void bzc_sgl_push(struct bzc_sgl *sgl, struct bzc_mr *mr,
+			 struct page **pages, u64 off, u64 len)
+{
+	struct bzc_seg *seg = &sgl->seg[sgl->n++];
+
+	seg->mr = mr;
+	seg->pages = pages;
+	seg->off = off;
+	seg->len = len;
+	sgl->total += len;
 }
 
 /**
  * bzc_sgl_add() - append one checked (key, address, length) to an SGL
  * @sgl: the SGL, with room for one more segment
  * @bdev: the device whose key table resolves @key
- * @pd: for an lkey: the PD the MR must belong to
+ * @pd: the PD the MR (or window) must belong to; for an rkey NULL means
+ *	@rqp's (an XRC target QP has none: the XRC SRQ's PD is given)
  * @rqp: for an rkey: the QP the access arrives at (bzc_rkey_get()); NULL
  *	 for an lkey
  * @key: the lkey or rkey
@@ -34,7 +49,9 @@ void bzc_sgl_put(struct bzc_sgl *sgl)
  * @len: the length; 0 adds nothing and succeeds
  * @access: the IB_ACCESS_* rights the MR (or window) must grant
  *
- * The segment holds a reference on its MR until bzc_sgl_put().
+ * The segment holds a reference on its MR until bzc_sgl_put(). The
+ * pages of an ODP MR's range are faulted in (for writing if @access
+ * writes), so this may sleep.
  *
  * Return: false when the key, PD, QP, rights or bounds do not match.
  */
@@ -47,7 +64,8 @@ bool bzc_sgl_add(struct bzc_sgl *sgl, struct bzc_dev *bdev, struct ib_pd *pd,
 	if (!len)
 		return true;
 	if (rqp) {
-		mr = bzc_rkey_get(bdev, key, rqp, addr, len, access, &off);
+		mr = bzc_rkey_get(bdev, key, rqp, pd ?: rqp->ibqp.pd, addr,
+				  len, access, &off);
 		if (!mr)
 			return false;
 	} else {
@@ -56,12 +74,38 @@ bool bzc_sgl_add(struct bzc_sgl *sgl, struct bzc_dev *bdev, struct ib_pd *pd,
 			return false;
 		off = addr - mr->iova;
 	}
-	sgl->seg[sgl->n].mr = mr;
-	sgl->seg[sgl->n].off = off;
-	sgl->seg[sgl->n].len = len;
-	sgl->n++;
-	sgl->total += len;
+	/*
+	 * An ODP MR's pages are looked up now, before anything happens:
+	 * an address without a mapping (or a write to a read-only one)
+	 * fails the access like a bad key.
+	 */
+	if (mr->odp &&
+	    bzc_odp_fault(mr, off, len, access & (IB_ACCESS_LOCAL_WRITE |
+						  IB_ACCESS_REMOTE_WRITE |
+						  IB_ACCESS_REMOTE_ATOMIC),
+			  true)) {
+		bzc_mr_put(mr);
+		return false;
+	}
+	bzc_sgl_push(sgl, mr, NULL, off, len);
 	return true;
+}
+
+/**
+ * bzc_sgl_add_pages() - append a range of pinned pages to an SGL
+ * @sgl: the SGL, with room for one more segment
+ * @pages: the pages, pinned by the caller until the SGL is put
+ * @off: the range's first byte, from the start of pages[0]
+ * @len: its length; 0 adds nothing
+ *
+ * No reference is taken: the caller keeps the pages (a bulk channel's MR
+ * cache range) for as long as the SGL is in use.
+ */
+void bzc_sgl_add_pages(struct bzc_sgl *sgl, struct page **pages, u64 off,
+		       u64 len)
+{
+	if (len)
+		bzc_sgl_push(sgl, NULL, pages, off, len);
 }
 
 /**
@@ -109,6 +153,13 @@ static void *bzc_cursor_map(struct bzc_cursor *c, size_t *len)
 		c->pos = 0;
 	}
 	seg = &c->sgl->seg[c->i];
+	if (!seg->mr) {
+		byte = seg->off + c->pos;
+		*len = min_t(u64, PAGE_SIZE - offset_in_page(byte),
+			     seg->len - c->pos);
+		return kmap_local_page(seg->pages[byte >> PAGE_SHIFT]) +
+		       offset_in_page(byte);
+	}
 	if (bzc_mr_is_kernel(seg->mr))
 		return bzc_kva_map(seg->off + c->pos, seg->len - c->pos, len);
 	byte = seg->mr->page_off + seg->off + c->pos;
@@ -123,20 +174,141 @@ static void bzc_cursor_unmap(struct bzc_cursor *c, void *addr)
 		kunmap_local(addr);
 }
 
+/* Skip exhausted segments: the cursor is at a byte that exists. */
+static void bzc_cursor_settle(struct bzc_cursor *c)
+{
+	if (c->sgl->kbuf)
+		return;
+	while (c->pos == c->sgl->seg[c->i].len) {
+		c->i++;
+		c->pos = 0;
+	}
+}
+
+/* The ODP MR under the cursor, or NULL. */
+static struct bzc_mr *bzc_cursor_odp(struct bzc_cursor *c)
+{
+	struct bzc_mr *mr;
+
+	if (c->sgl->kbuf)
+		return NULL;
+	bzc_cursor_settle(c);
+	mr = c->sgl->seg[c->i].mr;
+	return mr && mr->odp ? mr : NULL;
+}
+
+/*
+ * Map the cursor's position in an ODP MR, with its table locked: NULL
+ * when the page is not present (for a write: not writable).
+ */
+static void *bzc_cursor_map_odp(struct bzc_cursor *c, bool write, size_t *len)
+{
+	const struct bzc_seg *seg = &c->sgl->seg[c->i];
+	u64 off = seg->off + c->pos;
+	u64 byte = seg->mr->page_off + off;
+	struct page *page = bzc_odp_page(seg->mr, off, write);
+
+	if (!page)
+		return NULL;
+	*len = min_t(u64, PAGE_SIZE - offset_in_page(byte), seg->len - c->pos);
+	return kmap_local_page(page) + offset_in_page(byte);
+}
+
+/* Fault in the cursor's page of an ODP MR. */
+static int bzc_cursor_fault(struct bzc_cursor *c, bool write)
+{
+	const struct bzc_seg *seg = &c->sgl->seg[c->i];
+
+	return bzc_odp_fault(seg->mr, seg->off + c->pos, 1, write, true);
+}
+
+/*
+ * Copy one piece (at most a page on each side) where one side or both are
+ * in ODP MRs, their tables locked across the copy so no invalidation
+ * takes the pages meanwhile. A page that went away since the SGL was
+ * built is faulted in again; if that fails (the process unmapped the
+ * range while the transfer ran) the piece is skipped and logged.
+ * Returns the bytes the cursors advance by.
+ */
+static u64 bzc_copy_odp_piece(struct bzc_cursor *dst, struct bzc_cursor *src,
+			      u64 len, bool may_sleep)
+{
+	struct bzc_mr *dmr = bzc_cursor_odp(dst), *smr = bzc_cursor_odp(src);
+	size_t dlen, slen;
+	void *d, *s;
+	u64 n;
+	int err;
+
+	bzc_cursor_settle(dst);
+	bzc_cursor_settle(src);
+	for (;;) {
+		bzc_odp_lock(dmr, smr);
+		d = dmr ? bzc_cursor_map_odp(dst, true, &dlen) :
+			  bzc_cursor_map(dst, &dlen);
+		s = NULL;
+		if (d)
+			s = smr ? bzc_cursor_map_odp(src, false, &slen) :
+				  bzc_cursor_map(src, &slen);
+		if (d && s) {
+			n = min3((u64)dlen, (u64)slen, len);
+			bzc_copy_piece(d, s, n);
+			bzc_cursor_unmap(src, s);
+			bzc_cursor_unmap(dst, d);
+			bzc_odp_unlock(dmr, smr);
+			return n;
+		}
+		if (d)
+			bzc_cursor_unmap(dst, d);
+		bzc_odp_unlock(dmr, smr);
+
+		/* Only where faults may sleep (bzc_odp_active()). */
+		err = -EAGAIN;
+		if (may_sleep)
+			err = d ? bzc_cursor_fault(src, false) :
+				  bzc_cursor_fault(dst, true);
+		if (err)
+			break;
+	}
+	pr_info_ratelimited("bzc: a transfer lost a page of an ODP MR the process unmapped (%d)\n",
+			    err);
+	/* Skip to the end of the shorter side's page. */
+	n = len;
+	if (dmr)
+		n = min_t(u64, n, PAGE_SIZE - offset_in_page(dmr->page_off +
+				  dst->sgl->seg[dst->i].off + dst->pos));
+	if (smr)
+		n = min_t(u64, n, PAGE_SIZE - offset_in_page(smr->page_off +
+				  src->sgl->seg[src->i].off + src->pos));
+	if (dst->sgl->kbuf)
+		n = min_t(u64, n, dst->sgl->total - dst->pos);
+	else
+		n = min_t(u64, n, dst->sgl->seg[dst->i].len - dst->pos);
+	if (src->sgl->kbuf)
+		n = min_t(u64, n, src->sgl->total - src->pos);
+	else
+		n = min_t(u64, n, src->sgl->seg[src->i].len - src->pos);
+	return n;
+}
+
 /* Copy `len` bytes (both sides hold at least that much), page by page. */
 static void bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
 			   u64 len, bool may_sleep)
 {
 	while (len) {
-		size_t dlen, slen, n;
+		size_t dlen, slen;
+		u64 n;
 		void *d, *s;
 
-		d = bzc_cursor_map(dst, &dlen);
-		s = bzc_cursor_map(src, &slen);
-		n = min3((u64)dlen, (u64)slen, len);
-		bzc_copy_piece(d, s, n);
-		bzc_cursor_unmap(src, s);
-		bzc_cursor_unmap(dst, d);
+		if (bzc_cursor_odp(dst) || bzc_cursor_odp(src)) {
+			n = bzc_copy_odp_piece(dst, src, len, may_sleep);
+		} else {
+			d = bzc_cursor_map(dst, &dlen);
+			s = bzc_cursor_map(src, &slen);
+			n = min3((u64)dlen, (u64)slen, len);
+			bzc_copy_piece(d, s, n);
+			bzc_cursor_unmap(src, s);
+			bzc_cursor_unmap(dst, d);
+		}
 		dst->pos += n;
 		src->pos += n;
 		len -= n;
@@ -145,7 +317,12 @@ static void bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
 	}
 }
 
-static void bzc_cursor_skip(struct bzc_cursor *c, u64 n)
+/**
+ * bzc_cursor_skip() - move a cursor on by @n bytes without copying
+ * @c: the cursor
+ * @n: bytes; the SGL holds at least that many past it
+ */
+void bzc_cursor_skip(struct bzc_cursor *c, u64 n)
 {
 	if (c->sgl->kbuf) {
 		c->pos += n;

@@ -8,10 +8,15 @@
 
 #include "bzc.h"
 
-/* A byte range of an MR, with a reference on the MR. */
+/*
+ * A byte range of an MR, with a reference on the MR; or (mr NULL) of
+ * pinned pages someone else holds for as long as the SGL is used (a bulk
+ * channel's MR cache range, bzc_sgl_add_pages()).
+ */
 struct bzc_seg {
 	struct bzc_mr *mr;
-	u64 off;		/* from the MR's first byte */
+	struct page **pages;	/* mr NULL: the pages */
+	u64 off;		/* from the MR's first byte, or from pages[0]'s */
 	u64 len;
 };
 
@@ -48,9 +53,12 @@ static inline void bzc_sgl_kbuf(struct bzc_sgl *sgl, const void *buf, u64 len)
 void bzc_sgl_put(struct bzc_sgl *sgl);
 bool bzc_sgl_add(struct bzc_sgl *sgl, struct bzc_dev *bdev, struct ib_pd *pd,
 		 struct bzc_qp *rqp, u32 key, u64 addr, u64 len, int access);
+void bzc_sgl_add_pages(struct bzc_sgl *sgl, struct page **pages, u64 off,
+		       u64 len);
 bool bzc_sgl_from_sges(struct bzc_sgl *sgl, struct bzc_dev *bdev,
 		       struct ib_pd *pd, const struct bzc_sge *sge, u32 num_sge,
 		       int access);
+void bzc_cursor_skip(struct bzc_cursor *c, u64 n);
 void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
 	      bool may_sleep);
 

@@ -4,11 +4,13 @@
  * format) that any QP created on the SRQ consumes, the srq_limit event,
  * and the verbs around them.
  *
- * The process fills the ring and publishes prod without a system call; a
- * sender delivering to a QP on the SRQ takes the next WQE here under the
+ * The process fills the ring and publishes prod without a system call (a
+ * kernel consumer through bzc_post_srq_recv(), into a ring of kernel
+ * memory nobody maps); a sender delivering to a QP on the SRQ takes the next WQE here under the
  * SRQ's lock (bzc_srq_take()). Nothing flushes an SRQ: its WQEs belong to
  * no QP until one is taken. A resize (BZC_METHOD_SRQ_RESIZE) moves the
- * posted WQEs to a new ring under that lock.
+ * posted WQEs to a new ring under that lock. An XRC SRQ has a number too,
+ * by which messages to XRC target QPs name it (bzc_xrc.c).
  */
 #define UVERBS_MODULE_NAME bzc
 #include <linux/log2.h>
@@ -41,12 +43,12 @@ int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	u32 entries, slot;
 	int err;
 
-	/* Kernel consumers come with kernel verbs for rdma_cm. */
-	if (!udata)
+	/* No kernel consumer asks for an XRC SRQ; processes do. */
+	if (init->srq_type != IB_SRQT_BASIC &&
+	    (init->srq_type != IB_SRQT_XRC || !udata))
 		return -EOPNOTSUPP;
-	if (init->srq_type != IB_SRQT_BASIC)
-		return -EOPNOTSUPP;
-	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EOPNOTSUPP;
 	/* srq_limit is not looked at: the limit is armed by modify_srq. */
 	if (!init->attr.max_wr || init->attr.max_wr > bdev->attr.max_srq_wr ||
@@ -63,6 +65,9 @@ int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 					     sizeof(struct bzc_sge),
 					sizeof(struct bzc_sge)));
 	spin_lock_init(&srq->lock);
+	spin_lock_init(&srq->kpost_lock);
+	refcount_set(&srq->refcnt, 1);
+	init_completion(&srq->released);
 	err = bzc_ring_alloc(&srq->ring, udata, BZC_WQ_RING_WQE_OFFSET, slot,
 			     entries);
 	if (err)
@@ -74,9 +79,11 @@ int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	srq->max_sge = min_t(u32, (slot - BZC_RECV_WQE_HDR) /
 			     sizeof(struct bzc_sge), bdev->attr.max_srq_sge);
 
-	/* What the slots really hold goes back to the process. */
+	/* What the slots really hold goes back to the consumer. */
 	init->attr.max_wr = entries;
 	init->attr.max_sge = srq->max_sge;
+	if (!udata)
+		return 0;
 
 	resp.mmap_key = srq->ring.mmap_key;
 	resp.mmap_len = srq->ring.mmap_len;
@@ -85,6 +92,12 @@ int bzc_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	err = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
 	if (err)
 		goto err_ring;
+	/* Found by senders from now on: last. */
+	if (init->srq_type == IB_SRQT_XRC) {
+		err = bzc_xrc_srq_publish(srq, udata);
+		if (err)
+			goto err_ring;
+	}
 	return 0;
 
 err_ring:
@@ -110,7 +123,8 @@ int bzc_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 			return -EINVAL;
 		/*
 		 * Only BZC_METHOD_SRQ_RESIZE resizes: this command has no
-		 * response to say where the new ring is.
+		 * response to say where the new ring is. A kernel SRQ keeps
+		 * its size: bzc_post_srq_recv() writes the ring unlocked.
 		 */
 		return -EOPNOTSUPP;
 	}
@@ -256,14 +270,51 @@ int bzc_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 	return 0;
 }
 
+/**
+ * bzc_post_srq_recv() - ib_post_srq_recv() on a kernel consumer's SRQ
+ * @ibsrq: the SRQ
+ * @wr: the receive WRs, SGE addresses kernel virtual under the PD's DMA MR
+ * @bad_wr: set to the first WR not posted
+ *
+ * Any context; never sleeps. A process's SRQ is posted to through its
+ * mapped ring, without this.
+ *
+ * Return: 0, -EINVAL (a process's SRQ, too many SGEs) or -ENOMEM (full).
+ */
+int bzc_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+		      const struct ib_recv_wr **bad_wr)
+{
+	struct bzc_srq *srq = to_bsrq(ibsrq);
+	unsigned long flags;
+	int err;
+
+	if (ibsrq->uobject) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+
+	spin_lock_irqsave(&srq->kpost_lock, flags);
+	err = bzc_kring_post_recv(&srq->ring, srq->wqe_size, srq->max_sge, wr,
+				  bad_wr);
+	spin_unlock_irqrestore(&srq->kpost_lock, flags);
+	return err;
+}
+
 /*
  * The core refuses to destroy an SRQ that QPs still use, and a QP waits
  * for the senders delivering to it before it goes, so nobody is in
- * bzc_srq_take() any more.
+ * bzc_srq_take() any more. Senders find an XRC SRQ by number instead:
+ * it is unpublished first, then its destroy waits for them.
  */
 int bzc_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
-	bzc_ring_free(&to_bsrq(ibsrq)->ring);
+	struct bzc_srq *srq = to_bsrq(ibsrq);
+
+	if (ibsrq->srq_type == IB_SRQT_XRC)
+		bzc_xrc_srq_unpublish(srq);
+	bzc_srq_put(srq);
+	wait_for_completion(&srq->released);
+	bzc_ring_free(&srq->ring);
 	bzc_obj_put(&to_bdev(ibsrq->device)->num_srq);
 	return 0;
 }

@@ -20,6 +20,18 @@ static const struct rdma_stat_desc bzc_counter_descs[] = {
 	[BZC_CNT_CQ_OVERFLOWS].name = "cq_overflows",
 	[BZC_CNT_BULK_WQES].name = "bulk_wqes",
 	[BZC_CNT_BULK_BYTES].name = "bulk_bytes",
+	[BZC_CNT_TX_PKTS].name = "tx_packets",
+	[BZC_CNT_TX_BYTES].name = "tx_bytes",
+	[BZC_CNT_RX_PKTS].name = "rx_packets",
+	[BZC_CNT_RX_BYTES].name = "rx_bytes",
+	[BZC_CNT_RX_DROPS].name = "rx_drops",
+	[BZC_CNT_ICRC_ERRORS].name = "rx_icrc_errors",
+	[BZC_CNT_RX_DUPLICATES].name = "rx_duplicates",
+	[BZC_CNT_RX_OUT_OF_SEQ].name = "rx_out_of_sequence",
+	[BZC_CNT_RETRANSMITS].name = "retransmits",
+	[BZC_CNT_NAKS_SENT].name = "naks_sent",
+	[BZC_CNT_NAKS_RCVD].name = "naks_received",
+	[BZC_CNT_TX_ERRORS].name = "tx_errors",
 };
 
 static_assert(ARRAY_SIZE(bzc_counter_descs) == BZC_NUM_COUNTERS);

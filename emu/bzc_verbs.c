@@ -3,6 +3,7 @@
  * bzc: device, port, user context and PD verbs.
  */
 #include <linux/moduleparam.h>
+#include <linux/rtnetlink.h>
 #include <linux/sizes.h>
 #include <linux/utsname.h>
 #include <net/addrconf.h>
@@ -140,9 +141,30 @@ void bzc_init_device_attr(struct bzc_dev *bdev)
 			      IB_DEVICE_MEM_WINDOW_TYPE_2B |
 			      IB_DEVICE_MEM_MGT_EXTENSIONS |
 			      IB_DEVICE_SRQ_RESIZE |
+			      IB_DEVICE_XRC |
 			      BZC_DEVICE_ATOMIC_WRITE |
 			      BZC_DEVICE_FLUSH_GLOBAL;
-	a->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
+	a->kernel_cap_flags = IBK_ALLOW_USER_UNREG | IBK_ON_DEMAND_PAGING;
+	/*
+	 * ODP (bzc_odp.c): explicit and implicit MRs, every operation of
+	 * every transport the device has.
+	 */
+	a->odp_caps.general_caps = IB_ODP_SUPPORT | IB_ODP_SUPPORT_IMPLICIT;
+	a->odp_caps.per_transport_caps.rc_odp_caps =
+		IB_ODP_SUPPORT_SEND | IB_ODP_SUPPORT_RECV |
+		IB_ODP_SUPPORT_WRITE | IB_ODP_SUPPORT_READ |
+		IB_ODP_SUPPORT_ATOMIC | IB_ODP_SUPPORT_SRQ_RECV;
+	a->odp_caps.per_transport_caps.uc_odp_caps =
+		IB_ODP_SUPPORT_SEND | IB_ODP_SUPPORT_RECV |
+		IB_ODP_SUPPORT_WRITE | IB_ODP_SUPPORT_SRQ_RECV;
+	a->odp_caps.per_transport_caps.ud_odp_caps =
+		IB_ODP_SUPPORT_SEND | IB_ODP_SUPPORT_RECV |
+		IB_ODP_SUPPORT_SRQ_RECV;
+	/* XRC receives always come from an SRQ. */
+	a->odp_caps.per_transport_caps.xrc_odp_caps =
+		IB_ODP_SUPPORT_SEND | IB_ODP_SUPPORT_WRITE |
+		IB_ODP_SUPPORT_READ | IB_ODP_SUPPORT_ATOMIC |
+		IB_ODP_SUPPORT_SRQ_RECV;
 	a->max_send_sge = BZC_MAX_SGE;
 	a->max_recv_sge = BZC_MAX_SGE;
 	a->max_sge_rd = BZC_MAX_SGE;
@@ -256,7 +278,7 @@ static const struct bzc_alloc_ucontext_resp bzc_ucontext_resp = {
 	.comp_mask = BZC_ALLOC_UCTX_RESP_CAPS,
 	.caps = BZC_CAP_MMAP_ENTRIES | BZC_CAP_BULK | BZC_CAP_QP_DOORBELL |
 		BZC_CAP_ATOMIC_WRITE | BZC_CAP_SRQ_RESIZE | BZC_CAP_DM |
-		BZC_CAP_DM_EXPORT_DMABUF |
+		BZC_CAP_DM_EXPORT_DMABUF | BZC_CAP_XRC |
 		(BZC_CORE_HAS_FLUSH ? BZC_CAP_FLUSH : 0),
 };
 
@@ -358,11 +380,16 @@ static void bzc_dealloc_driver(struct ib_device *ibdev)
 {
 	struct bzc_dev *bdev = to_bdev(ibdev);
 
+	rtnl_lock();
+	bzc_net_detach(bdev);
+	rtnl_unlock();
+	bzc_net_cleanup(bdev);
 	WARN_ON(!xa_empty(&bdev->mr_xa) || !xa_empty(&bdev->qp_xa) ||
-		!xa_empty(&bdev->ah_xa));
+		!xa_empty(&bdev->ah_xa) || !xa_empty(&bdev->srq_xa));
 	xa_destroy(&bdev->mr_xa);
 	xa_destroy(&bdev->qp_xa);
 	xa_destroy(&bdev->ah_xa);
+	xa_destroy(&bdev->srq_xa);
 	bzc_mcast_cleanup(bdev);
 	bzc_stats_free(bdev);
 	bzc_keys_free(bdev);
@@ -373,9 +400,11 @@ const struct ib_device_ops bzc_dev_ops = {
 	.driver_id = BZC_RDMA_DRIVER_ID,
 	.uverbs_abi_ver = BZC_UVERBS_ABI_VERSION,
 
+	.advise_mr = bzc_advise_mr,
 	.alloc_dm = bzc_alloc_dm,
 	.alloc_mw = bzc_alloc_mw,
 	.alloc_pd = bzc_alloc_pd,
+	.alloc_xrcd = bzc_alloc_xrcd,
 	.create_ah = bzc_create_ah,
 	.create_cq = bzc_create_cq_op,
 	.create_qp = bzc_create_qp,
@@ -390,6 +419,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.dealloc_mw = bzc_dealloc_mw,
 	.dealloc_pd = bzc_dealloc_pd,
 	.dealloc_ucontext = bzc_dealloc_ucontext,
+	.dealloc_xrcd = bzc_dealloc_xrcd,
 	.dereg_mr = bzc_dereg_mr,
 	.destroy_ah = bzc_destroy_ah,
 	.destroy_cq = bzc_destroy_cq,
@@ -410,6 +440,7 @@ const struct ib_device_ops bzc_dev_ops = {
 	.poll_cq = bzc_poll_cq,
 	.post_recv = bzc_post_recv,
 	.post_send = bzc_post_send,
+	.post_srq_recv = bzc_post_srq_recv,
 	.query_ah = bzc_query_ah,
 	.query_device = bzc_query_device,
 	.query_pkey = bzc_query_pkey,
@@ -431,4 +462,5 @@ const struct ib_device_ops bzc_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_qp, bzc_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, bzc_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, bzc_ucontext, ibuc),
+	INIT_RDMA_OBJ_SIZE(ib_xrcd, bzc_xrcd, ibxrcd),
 };

@@ -24,12 +24,14 @@ struct bzc_msg {
 	u32 sqpn;			/* the requester's QPN */
 	union ib_gid sgid;		/* and the GID it sends from */
 	u32 dqpn;			/* the destination QPN */
+	u32 xrc_srqn;			/* XRC: the SRQ at the target QP */
 	u32 qkey;			/* UD: the Q_Key */
 	const struct bzc_av *av;	/* the destination: QP's or AH's */
 	struct bzc_sgl *local;		/* the payload, or the READ sink */
 	u64 remote_addr;		/* WRITE, READ, atomics */
 	u32 rkey;
-	__le32 imm_data;		/* immediate, or the rkey to invalidate */
+	__le32 imm_data;		/* immediate (its value, as the WQE holds
+				   it), or the rkey to invalidate */
 	u64 compare_add;		/* atomics */
 	u64 swap;			/* and ATOMIC_WRITE's 8 bytes */
 	u32 length;			/* FLUSH: the range's bytes */
@@ -48,6 +50,11 @@ struct bzc_msg {
 struct bzc_resp_result {
 	u8 syndrome;			/* BZC_AETH_* */
 	u64 atomic_orig;		/* atomics: the value before */
+	/*
+	 * Not an answer: the transport must wait for one and the caller may
+	 * not sleep. The requester hands the WQE to the QP's worker.
+	 */
+	bool defer;
 };
 
 /*
@@ -57,11 +64,66 @@ struct bzc_resp_result {
 struct bzc_resp_scratch {
 	struct bzc_sgl *sgl;		/* the target MR or receive buffers */
 	struct bzc_recv_wqe *rqe;	/* a receive WQE, BZC_MAX_SGE SGEs */
+	/*
+	 * At an XRC target QP, set by bzc_resp_execute() for one message:
+	 * the XRC SRQ it names, referenced. Its receive comes from there,
+	 * completes on the SRQ's CQ, and its keys are checked in the SRQ's
+	 * PD (the target QP has no PD, CQ or SRQ of its own).
+	 */
+	struct bzc_srq *xrc_srq;
+};
+
+#define BZC_RESP_RQE_BYTES	(sizeof(struct bzc_recv_wqe) + \
+				 BZC_MAX_SGE * sizeof(struct bzc_sge))
+
+/*
+ * An RC or UC QP's state on the wire (bzc_roce_rc.c). The requester's
+ * outstanding message and its answer are under `lock`, shared by the QP's
+ * worker and the device's receive worker; the responder's part is the
+ * receive worker's alone.
+ */
+#define BZC_WIRE_NONE		0xff	/* no message in progress */
+#define BZC_WIRE_ATOMICS	16	/* atomic answers kept for duplicates */
+
+struct bzc_wire {
+	spinlock_t lock;
+	wait_queue_head_t wait;
+	bool active;			/* a message waits for its answer */
+	bool done;			/* and got it */
+	bool progress;			/* part of it was answered */
+	u8 opcode;			/* its IB_UVERBS_WR_* */
+	u32 first, last;		/* its PSNs (READ: of the responses) */
+	u32 acked;			/* the last PSN acknowledged */
+	u32 nak_psn;			/* the PSN a NAK named */
+	u32 expect;			/* READ: the next response PSN */
+	struct bzc_cursor sink;		/* READ: into the WQE's SGEs */
+	u64 sunk;			/* READ: bytes placed */
+	struct bzc_resp_result rr;	/* the answer */
+
+	u32 gen;			/* bzc_qp.resp_gen taken up */
+	u32 epsn;			/* the PSN expected next */
+	u32 msn;			/* messages completed */
+	bool nak_sent;			/* a PSN sequence NAK for epsn */
+	u8 cur;				/* kind of the message in progress */
+	u64 off;			/* its bytes placed */
+	u64 va;				/* WRITE: its RETH */
+	u32 rkey;
+	u32 dma_len;
+	bool have_rqe;			/* SEND: rqe is its receive WQE */
+	struct bzc_recv_wqe *rqe;
+	struct bzc_sgl *sgl;		/* one packet's target */
+	struct {
+		u32 psn;
+		bool valid;
+		u64 orig;
+	} atomics[BZC_WIRE_ATOMICS];
+	u32 next_atomic;
 };
 
 /* What running a WQE produced, for its completion. */
 struct bzc_result {
 	enum ib_wc_status status;	/* for the requester */
+	bool defer;			/* run it again in the worker */
 	u64 byte_len;
 	bool rnr;			/* no receive posted: retry later */
 	u8 rnr_timer;			/* the responder's min_rnr_timer */
@@ -82,6 +144,7 @@ struct bzc_xport_ops {
 
 /* bzc_local.c: the local transport */
 extern const struct bzc_xport_ops bzc_local_xport;
+struct bzc_dev *bzc_dev_by_gid(struct bzc_dev *from, const union ib_gid *gid);
 bool bzc_local_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 		    bool may_sleep, struct bzc_resp_result *res);
 
@@ -95,13 +158,55 @@ static inline bool bzc_xport_send(const struct bzc_xport_ops *xport,
 	return xport->send(qp, msg, may_sleep, res);
 }
 
+/* bzc_roce_tx.c: RoCE v2 on the netdev */
+extern const struct bzc_xport_ops bzc_roce_xport;
+
+/* Where a message's packets go: addresses, IP fields and the route. */
+struct bzc_roce_dest {
+	struct bzc_roce_ip ip;
+	struct dst_entry *dst;
+	bool v4;
+};
+
+int bzc_roce_dest_get(struct bzc_dev *bdev, const union ib_gid *sgid,
+		      const union ib_gid *dgid, struct bzc_roce_dest *d);
+int bzc_roce_dest_for_msg(struct bzc_qp *qp, const struct bzc_msg *msg,
+			  struct bzc_roce_dest *d);
+void bzc_roce_dest_put(struct bzc_roce_dest *d);
+int bzc_roce_xmit(struct bzc_dev *bdev, const struct bzc_roce_dest *d,
+		  const struct bzc_roce_hdrs *h, struct bzc_cursor *payload,
+		  gfp_t gfp);
+
+/* bzc_roce_rc.c: RC and UC on the wire */
+u32 bzc_qp_pmtu(struct bzc_qp *qp);
+int bzc_wire_alloc(struct bzc_qp *qp, gfp_t gfp);
+void bzc_wire_free(struct bzc_qp *qp);
+bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
+		   bool may_sleep, struct bzc_resp_result *res);
+void bzc_wire_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
+		 const struct bzc_roce_ip *ip, const struct bzc_roce_hdrs *h,
+		 const u8 *payload);
+
 /* bzc_resp.c: the responder */
+bool bzc_resp_accepts(struct bzc_qp *tqp, const struct bzc_msg *msg);
+int bzc_resp_rq_take(struct bzc_qp *tqp, struct bzc_recv_wqe *rqe);
+void bzc_resp_recv_complete(struct bzc_qp *tqp, const struct bzc_msg *msg,
+			    const struct bzc_recv_wqe *rqe,
+			    enum ib_wc_status status, u64 byte_len);
+void bzc_resp_no_rqe(struct bzc_qp *tqp, const struct bzc_msg *msg,
+		     int err, struct bzc_resp_result *res);
+void bzc_resp_error(struct bzc_qp *tqp, const struct bzc_msg *msg,
+		    u8 syndrome, struct bzc_resp_result *res);
+u8 bzc_resp_rdma_target(struct bzc_qp *tqp, u32 rkey, u64 addr, u64 len,
+			int access, struct bzc_sgl *sgl);
 bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		      const struct bzc_resp_scratch *scratch, bool may_sleep,
 		      struct bzc_resp_result *res);
 
 /* bzc_placement.c: atomics, ATOMIC_WRITE and FLUSH at the responder */
 u8 bzc_resp_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg, u64 *orig);
+u8 bzc_resp_atomic_pd(struct bzc_qp *tqp, struct ib_pd *pd,
+		       const struct bzc_msg *msg, u64 *orig);
 u8 bzc_resp_atomic_write(struct bzc_qp *tqp, const struct bzc_msg *msg);
 u8 bzc_resp_flush(struct bzc_qp *tqp, const struct bzc_msg *msg);
 
@@ -111,5 +216,11 @@ void bzc_comp_answer(const struct bzc_msg *msg,
 bool bzc_comp_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		  struct bzc_result *res);
 void bzc_comp_flush(struct bzc_qp *qp, const struct bzc_send_wqe *wqe);
+u32 bzc_rnr_timer_usecs(u8 rnr_timer);
+
+/* bzc_bulk_qp.c: bulk requests as RDMA messages on an RC QP */
+enum ib_wc_status bzc_bulk_qp_msg(struct bzc_qp *qp, u8 opcode,
+				  struct bzc_sgl *local, u64 remote_addr,
+				  u32 rkey, __le32 imm, const bool *stop);
 
 #endif /* BZC_XPORT_H */

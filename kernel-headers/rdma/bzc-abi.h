@@ -180,7 +180,13 @@ struct bzc_send_wqe {
 		} bind;
 	};
 	__le32 inline_len;
-	__le32 pad1[3];
+	/*
+	 * An XRC INI QP's WQEs (BZC_CAP_XRC): the number of the XRC SRQ at
+	 * the target that the message's receive comes from, and whose PD
+	 * its keys are checked in. Zero on other QPs.
+	 */
+	__le32 xrc_srqn;
+	__le32 pad1[2];
 };
 
 #define BZC_SEND_WQE_DATA_OFFSET 64

@@ -60,6 +60,11 @@ enum bzc_bulk_chan_methods {
 	BZC_METHOD_BULK_CHAN_DOORBELL,
 	/* Name the one peer channel this channel reaches and accepts. */
 	BZC_METHOD_BULK_CHAN_CONNECT,
+	/*
+	 * Carry the channel's transfers as RDMA messages on one of the
+	 * caller's RC QPs: its connection is the peer (any RoCE v2 RC QP).
+	 */
+	BZC_METHOD_BULK_CHAN_CONNECT_QP,
 };
 
 enum bzc_bulk_chan_create_attrs {
@@ -89,6 +94,13 @@ enum bzc_bulk_chan_connect_attrs {
 	BZC_ATTR_BULK_CHAN_CONNECT_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
 	/* PTR_IN struct bzc_bulk_chan_connect_cmd */
 	BZC_ATTR_BULK_CHAN_CONNECT_CMD,
+};
+
+enum bzc_bulk_chan_connect_qp_attrs {
+	/* IDR BZC_OBJECT_BULK_CHAN, read: a channel of this process */
+	BZC_ATTR_BULK_CHAN_CONNECT_QP_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* IDR UVERBS_OBJECT_QP, read: an RC QP on the channel's PD, in RTS */
+	BZC_ATTR_BULK_CHAN_CONNECT_QP_QP_HANDLE,
 };
 
 enum bzc_cached_mr_methods {

@@ -71,6 +71,12 @@ enum bzc_device_caps {
 	BZC_CAP_DM = 1 << 6,
 	/* BZC_METHOD_DM_EXPORT_DMABUF exists on UVERBS_OBJECT_DM. */
 	BZC_CAP_DM_EXPORT_DMABUF = 1 << 7,
+	/*
+	 * XRC: XRC domains, XRC SRQs with their SRQ numbers, XRC INI QPs
+	 * whose send WQEs name the remote SRQ in bzc_send_wqe.xrc_srqn, and
+	 * XRC TGT QPs (which have no rings).
+	 */
+	BZC_CAP_XRC = 1 << 8,
 };
 
 /* bzc_cq_ring_hdr.arm: what the next completion event waits for. */

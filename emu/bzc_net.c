@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: the device's own receive steering (docs/transport.md, "Receive").
+ *
+ * A RoCE NIC takes the RoCE v2 packets addressed to it off the wire before
+ * the host stack sees them. bzc does the same with an rx_handler on its
+ * netdev: an IPv4 or IPv6 packet to UDP port 4791 whose destination is an
+ * address of that netdev is queued for the device's receive worker
+ * (bzc_roce_rx.c); everything else goes on to the stack untouched. Packet
+ * taps (tcpdump) run before the handler and still see every packet.
+ *
+ * The handler runs in softirq and only classifies and queues: every check
+ * of what the packet says, and the responder, run in the worker, where
+ * they may sleep and take the data path's locks as the local transport
+ * does.
+ */
+#include <linux/inetdevice.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <linux/rtnetlink.h>
+#include <net/addrconf.h>
+
+#include "bzc_xport.h"
+
+/*
+ * Packets waiting for the receive worker; more are dropped and counted, so
+ * a flood costs the host at most this much memory per device.
+ */
+#define BZC_RXQ_MAX	4096
+
+/* Is this an IPv4 or IPv6 RoCE v2 packet to an address of `ndev`? */
+static bool bzc_rx_is_ours(struct sk_buff *skb, struct net_device *ndev)
+{
+	const struct udphdr *uh;
+	unsigned int ihl;
+
+	switch (skb->protocol) {
+	case htons(ETH_P_IP): {
+		const struct iphdr *iph;
+
+		if (!pskb_may_pull(skb, sizeof(*iph)))
+			return false;
+		iph = (const struct iphdr *)skb->data;
+		ihl = iph->ihl * 4;
+		if (iph->version != 4 || ihl < sizeof(*iph) ||
+		    iph->protocol != IPPROTO_UDP ||
+		    !pskb_may_pull(skb, ihl + sizeof(*uh)))
+			return false;
+		iph = (const struct iphdr *)skb->data;
+		uh = (const struct udphdr *)(skb->data + ihl);
+		return uh->dest == htons(BZC_ROCE_UDP_DPORT) &&
+		       __ip_dev_find(dev_net(ndev), iph->daddr, false) == ndev;
+	}
+	case htons(ETH_P_IPV6): {
+		const struct ipv6hdr *ip6h;
+
+		if (!pskb_may_pull(skb, sizeof(*ip6h) + sizeof(*uh)))
+			return false;
+		ip6h = (const struct ipv6hdr *)skb->data;
+		uh = (const struct udphdr *)(skb->data + sizeof(*ip6h));
+		return ip6h->version == 6 && ip6h->nexthdr == IPPROTO_UDP &&
+		       uh->dest == htons(BZC_ROCE_UDP_DPORT) &&
+		       ipv6_chk_addr(dev_net(ndev), &ip6h->daddr, ndev, 0);
+	}
+	default:
+		return false;
+	}
+}
+
+/* Softirq, RCU held: the netdev's packets before the stack sees them. */
+static rx_handler_result_t bzc_rx_handler(struct sk_buff **pskb)
+{
+	struct sk_buff *skb = *pskb;
+	struct bzc_dev *bdev = rcu_dereference(skb->dev->rx_handler_data);
+
+	if (skb->pkt_type == PACKET_OTHERHOST || skb->pkt_type == PACKET_LOOPBACK ||
+	    !bzc_rx_is_ours(skb, skb->dev))
+		return RX_HANDLER_PASS;
+	if (skb_queue_len(&bdev->rxq) >= BZC_RXQ_MAX) {
+		bzc_count(bdev, BZC_CNT_RX_DROPS, 1);
+		ibdev_info_ratelimited(&bdev->ibdev,
+				       "receive queue full: dropped a packet\n");
+		kfree_skb(skb);
+		return RX_HANDLER_CONSUMED;
+	}
+	skb = skb_share_check(skb, GFP_ATOMIC);
+	if (!skb)
+		return RX_HANDLER_CONSUMED;
+	skb_queue_tail(&bdev->rxq, skb);
+	queue_work(bzc_wq, &bdev->rx_work);
+	return RX_HANDLER_CONSUMED;
+}
+
+/**
+ * bzc_net_init() - the receive side's state of a new device
+ * @bdev: the device, not registered yet
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int bzc_net_init(struct bzc_dev *bdev)
+{
+	skb_queue_head_init(&bdev->rxq);
+	INIT_WORK(&bdev->rx_work, bzc_rx_work);
+	bdev->rx_sgl = kzalloc(sizeof(*bdev->rx_sgl), GFP_KERNEL);
+	bdev->rx_rqe = kzalloc(BZC_RESP_RQE_BYTES, GFP_KERNEL);
+	if (bdev->rx_sgl && bdev->rx_rqe)
+		return 0;
+	bzc_net_cleanup(bdev);
+	return -ENOMEM;
+}
+
+/**
+ * bzc_net_attach() - start taking the netdev's RoCE v2 packets; RTNL held
+ * @bdev: the device, registered
+ *
+ * The netdev is held while the handler is registered; the NETDEV_UNREGISTER
+ * notifier detaches first.
+ *
+ * Return: 0, or -EBUSY when the netdev has another rx_handler (a bridge
+ * port, a bond slave, a macvlan's lower device).
+ */
+int bzc_net_attach(struct bzc_dev *bdev)
+{
+	int err;
+
+	ASSERT_RTNL();
+	if (bdev->rx_attached)
+		return 0;
+	err = netdev_rx_handler_register(bdev->ndev, bzc_rx_handler, bdev);
+	if (err) {
+		pr_err(BZC_DRV_NAME ": %s has another receive handler (a bridge, bond or macvlan port?): %d\n",
+		       netdev_name(bdev->ndev), err);
+		return err;
+	}
+	dev_hold(bdev->ndev);
+	bdev->rx_attached = true;
+	return 0;
+}
+
+/**
+ * bzc_net_take_over() - make a netdev's rx_handler free for a new device
+ * @ndev: the netdev; RTNL held
+ *
+ * A bzc device that `rdma link delete` unregistered keeps its handler
+ * until its last user lets go of it; a new device on the same netdev takes
+ * its place at once.
+ *
+ * Return: 0, or -EBUSY when another driver's handler is there (a bridge
+ * port, a bond slave, a macvlan's lower device).
+ */
+int bzc_net_take_over(struct net_device *ndev)
+{
+	ASSERT_RTNL();
+	if (rtnl_dereference(ndev->rx_handler) == bzc_rx_handler)
+		bzc_net_detach(rtnl_dereference(ndev->rx_handler_data));
+	return netdev_is_rx_handler_busy(ndev) ? -EBUSY : 0;
+}
+
+/**
+ * bzc_net_detach() - stop taking packets; RTNL held
+ * @bdev: the device
+ *
+ * Idempotent: the NETDEV_UNREGISTER notifier and the device's teardown
+ * both call it. When it returns no handler runs any more.
+ */
+void bzc_net_detach(struct bzc_dev *bdev)
+{
+	ASSERT_RTNL();
+	if (!bdev->rx_attached)
+		return;
+	netdev_rx_handler_unregister(bdev->ndev);
+	bdev->rx_attached = false;
+	dev_put(bdev->ndev);
+}
+
+/**
+ * bzc_net_cleanup() - free the receive side; no handler is registered
+ * @bdev: the device
+ */
+void bzc_net_cleanup(struct bzc_dev *bdev)
+{
+	cancel_work_sync(&bdev->rx_work);
+	skb_queue_purge(&bdev->rxq);
+	kfree(bdev->rx_sgl);
+	kfree(bdev->rx_rqe);
+	bdev->rx_sgl = NULL;
+	bdev->rx_rqe = NULL;
+}

@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * bzc: on-demand paging (ODP) MRs.
+ *
+ * An MR registered with IB_ACCESS_ON_DEMAND pins nothing. Its pages are
+ * looked up in the process's page tables (hmm_range_fault()) when the
+ * device touches them, kept in a table by user page number, and dropped
+ * from it when the kernel changes the mapping (an interval MMU notifier:
+ * munmap, madvise(MADV_DONTNEED), fork's write protection, copy-on-write,
+ * migration, reclaim, exit). The table's lock (its xarray's spinlock) is
+ * held by the invalidation while it drops entries and by the device while
+ * it copies to or from one of its pages, so once the invalidation returns
+ * no copy uses the old page any more: the page stays the process's for as
+ * long as the device touches it, as the notifier contract requires,
+ * without a reference.
+ *
+ * Why hmm_range_fault() with our own notifier rather than the core's
+ * ib_umem_odp helpers: the helpers DMA-map every page for a DMA device
+ * and keep a per-page DMA address array sized by the whole range, which
+ * for an implicit MR (the whole address space) needs the core's child-MR
+ * machinery; a software device wants struct pages, for any range, and a
+ * lock it may hold across a page copy. The same calls exist unchanged in
+ * Linux 6.1 and 6.12.
+ *
+ * Faults sleep (mmap_lock, page allocation), so they happen only in
+ * process or worker context, never with a spinlock held: a doorbell
+ * leaves WQEs to the QP's worker while any ODP MR exists
+ * (bzc_odp_active()).
+ */
+#include <linux/hmm.h>
+#include <linux/mmu_notifier.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/highmem.h>
+
+#include "bzc.h"
+
+/* Pages one hmm_range_fault() call resolves. */
+#define BZC_ODP_FAULT_PAGES	256
+
+/* A table entry's tag: the page was mapped writable when it was taken. */
+#define BZC_ODP_WRITABLE	1
+
+/* ODP MRs on all bzc devices: while any exists, doorbells defer. */
+static atomic_t bzc_odp_mrs = ATOMIC_INIT(0);
+
+/**
+ * bzc_odp_active() - do ODP MRs exist on any bzc device
+ *
+ * The local transport runs the responder in the requester's context, so a
+ * doorbell may reach any process's ODP MR; it runs no WQE itself while
+ * this is true, and the QP's worker, which may fault, runs them.
+ *
+ * Return: true while at least one ODP MR is registered.
+ */
+bool bzc_odp_active(void)
+{
+	return atomic_read(&bzc_odp_mrs) != 0;
+}
+
+static bool bzc_odp_invalidate(struct mmu_interval_notifier *mni,
+			       const struct mmu_notifier_range *range,
+			       unsigned long cur_seq)
+{
+	struct bzc_odp *odp = container_of(mni, struct bzc_odp, notifier);
+	XA_STATE(xas, &odp->pages, 0);
+	unsigned long last;
+	void *entry;
+
+	xas_set(&xas, max(range->start, odp->start) >> PAGE_SHIFT);
+	last = (min(range->end, odp->end) - 1) >> PAGE_SHIFT;
+
+	/*
+	 * A spinlock, held by a copy for one page at most: taken in
+	 * non-blockable invalidations too (the OOM reaper).
+	 */
+	xas_lock(&xas);
+	mmu_interval_set_seq(mni, cur_seq);
+	xas_for_each(&xas, entry, last)
+		xas_store(&xas, NULL);
+	xas_unlock(&xas);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops bzc_odp_ops = {
+	.invalidate = bzc_odp_invalidate,
+};
+
+/**
+ * bzc_odp_init() - make a registered-to-be MR an ODP MR
+ * @mr: the MR, its range set (bzc_mr_set_range())
+ * @start: the user address of its first byte
+ * @implicit: the whole address space (start 0, length U64_MAX, iova 0)
+ *
+ * Watches [@start, @start + length) of the calling process's address space
+ * (for @implicit, all of it) for changes; nothing is looked up or pinned.
+ *
+ * Return: 0, -EINVAL for a range that wraps or leaves user space, or
+ * -ENOMEM.
+ */
+int bzc_odp_init(struct bzc_mr *mr, u64 start, bool implicit)
+{
+	struct bzc_odp *odp;
+	u64 end;
+	int err;
+
+	if (implicit) {
+		start = 0;
+		end = TASK_SIZE;
+	} else if (check_add_overflow(start, mr->length, &end) ||
+		   end > TASK_SIZE) {
+		return -EINVAL;
+	}
+
+	odp = kzalloc(sizeof(*odp), GFP_KERNEL_ACCOUNT);
+	if (!odp)
+		return -ENOMEM;
+	xa_init(&odp->pages);
+	odp->uaddr = start;
+	odp->start = round_down(start, PAGE_SIZE);
+	odp->end = round_up(end, PAGE_SIZE);
+	odp->implicit = implicit;
+	err = mmu_interval_notifier_insert(&odp->notifier, current->mm,
+					   odp->start, odp->end - odp->start,
+					   &bzc_odp_ops);
+	if (err) {
+		kfree(odp);
+		return err;
+	}
+	mr->odp = odp;
+	mr->page_off = offset_in_page(start);
+	atomic_inc(&bzc_odp_mrs);
+	return 0;
+}
+
+/**
+ * bzc_odp_release() - stop watching an ODP MR's range and free its table
+ * @mr: the ODP MR, no longer used by the data path
+ */
+void bzc_odp_release(struct bzc_mr *mr)
+{
+	struct bzc_odp *odp = mr->odp;
+
+	if (!odp)
+		return;
+	/* Waits for an invalidation that is running. */
+	mmu_interval_notifier_remove(&odp->notifier);
+	xa_destroy(&odp->pages);
+	kfree(odp);
+	mr->odp = NULL;
+	atomic_dec(&bzc_odp_mrs);
+}
+
+/* Store what one hmm_range_fault() found, unless invalidated since. */
+static int bzc_odp_store(struct bzc_odp *odp, unsigned long first,
+			 const unsigned long *pfns, unsigned long n,
+			 unsigned long seq)
+{
+	unsigned long i;
+
+	for (i = 0; i < n; i++) {
+		XA_STATE(xas, &odp->pages, first + i);
+		void *entry;
+
+		if (!(pfns[i] & HMM_PFN_VALID))
+			continue;	/* not present (no fault asked) */
+		entry = xa_tag_pointer(hmm_pfn_to_page(pfns[i]),
+				       pfns[i] & HMM_PFN_WRITE ?
+				       BZC_ODP_WRITABLE : 0);
+		do {
+			xas_lock(&xas);
+			/*
+			 * Checked with the lock held, right before the
+			 * store: an invalidation either comes after (and
+			 * drops the entry) or made this fail.
+			 */
+			if (mmu_interval_read_retry(&odp->notifier, seq)) {
+				xas_unlock(&xas);
+				/* Frees a node it allocated, if any. */
+				xas_nomem(&xas, GFP_KERNEL_ACCOUNT);
+				return -EAGAIN;
+			}
+			xas_store(&xas, entry);
+			xas_unlock(&xas);
+		} while (xas_nomem(&xas, GFP_KERNEL_ACCOUNT));
+		if (xas_error(&xas))
+			return xas_error(&xas);
+	}
+	return 0;
+}
+
+/*
+ * Are pages first..first+n-1 in the table (writable, for a write)? Then
+ * the access needs no hmm_range_fault(): a warm MR costs a table walk.
+ * An invalidation right after is harmless; the copy looks each page up
+ * again under the table lock and faults one that went.
+ */
+static bool bzc_odp_present(struct bzc_odp *odp, unsigned long first,
+			    unsigned long n, bool write)
+{
+	XA_STATE(xas, &odp->pages, first);
+	unsigned long next = first;
+	void *entry;
+
+	rcu_read_lock();
+	xas_for_each(&xas, entry, first + n - 1) {
+		if (xas_retry(&xas, entry))
+			continue;
+		if (xas.xa_index != next ||
+		    (write && xa_pointer_tag(entry) != BZC_ODP_WRITABLE))
+			break;
+		next++;
+	}
+	rcu_read_unlock();
+	return next == first + n;
+}
+
+/* Resolve n pages from user address addr (page aligned) into the table. */
+static int bzc_odp_fault_pages(struct bzc_odp *odp, struct mm_struct *mm,
+			       unsigned long addr, unsigned long n,
+			       unsigned long *pfns, unsigned long flags)
+{
+	unsigned long timeout;
+	struct hmm_range range = {
+		.notifier = &odp->notifier,
+		.start = addr,
+		.end = addr + n * PAGE_SIZE,
+		.hmm_pfns = pfns,
+		.default_flags = flags,
+	};
+	int err;
+
+	timeout = jiffies + msecs_to_jiffies(HMM_RANGE_DEFAULT_TIMEOUT);
+	for (;;) {
+		if (time_after(jiffies, timeout))
+			return -EBUSY;
+		range.notifier_seq = mmu_interval_read_begin(&odp->notifier);
+		mmap_read_lock(mm);
+		err = hmm_range_fault(&range);
+		mmap_read_unlock(mm);
+		if (err == -EBUSY)
+			continue;
+		if (err)
+			return err;
+		err = bzc_odp_store(odp, addr >> PAGE_SHIFT, pfns, n,
+				    range.notifier_seq);
+		if (err != -EAGAIN)
+			return err;
+		cond_resched();
+	}
+}
+
+/**
+ * bzc_odp_fault() - make an ODP MR's pages present for an access
+ * @mr: the ODP MR
+ * @off: the first byte, from the MR's start
+ * @len: the bytes (within the MR: the caller checked the bounds)
+ * @write: the access writes: the pages must be mapped writable
+ *	   (copy-on-write broken, as a CPU write fault would)
+ * @fault: fault pages in; false takes only what is mapped already
+ *	   (PREFETCH_NO_FAULT)
+ *
+ * Sleeps (mmap_lock, page faults): process or worker context only, no
+ * spinlock held. The pages may be invalidated again right after; the copy
+ * looks each one up under the table lock (bzc_odp_page()).
+ *
+ * Return: 0; -EFAULT for an address with no mapping (or a process gone),
+ * -EPERM for a write to a mapping without write permission, -EBUSY when
+ * invalidations kept racing the fault, -ENOMEM, or -EINTR when the
+ * calling process (a prefetch's) was killed.
+ */
+int bzc_odp_fault(struct bzc_mr *mr, u64 off, u64 len, bool write,
+		  bool fault)
+{
+	struct bzc_odp *odp = mr->odp;
+	struct mm_struct *mm = odp->notifier.mm;
+	unsigned long flags = 0, *pfns;
+	u64 va, addr, end;
+	int err = 0;
+
+	if (!len)
+		return 0;
+	/* The bounds were checked against the MR; an implicit one's here. */
+	va = odp->uaddr + off;
+	if (va < odp->start || va > odp->end || len > odp->end - va)
+		return -EFAULT;
+	addr = round_down(va, PAGE_SIZE);
+	end = round_up(va + len, PAGE_SIZE);
+
+	if (fault)
+		flags = HMM_PFN_REQ_FAULT | (write ? HMM_PFN_REQ_WRITE : 0);
+	pfns = kmalloc_array(min_t(u64, (end - addr) >> PAGE_SHIFT,
+				   BZC_ODP_FAULT_PAGES),
+			     sizeof(*pfns), GFP_KERNEL | __GFP_NOWARN);
+	if (!pfns)
+		return -ENOMEM;
+	if (!mmget_not_zero(mm)) {
+		kfree(pfns);
+		return -EFAULT;
+	}
+	while (addr < end) {
+		unsigned long n = min_t(u64, (end - addr) >> PAGE_SHIFT,
+					BZC_ODP_FAULT_PAGES);
+
+		if (!bzc_odp_present(odp, addr >> PAGE_SHIFT, n, write)) {
+			err = bzc_odp_fault_pages(odp, mm, addr, n, pfns,
+						  flags);
+			if (err)
+				break;
+		}
+		addr += n * PAGE_SIZE;
+		/* A long prefetch in a syscall ends with its process. */
+		if (fatal_signal_pending(current)) {
+			err = -EINTR;
+			break;
+		}
+		cond_resched();
+	}
+	mmput(mm);
+	kfree(pfns);
+	return err;
+}
+
+/**
+ * bzc_odp_page() - the page of an ODP MR's byte, if present
+ * @mr: the ODP MR
+ * @off: the byte, from the MR's start
+ * @write: the access writes: only a page mapped writable will do
+ *
+ * Called with the table locked (bzc_odp_lock()); the page stays the
+ * process's until it is unlocked.
+ *
+ * Return: the page, or NULL when it must be faulted in first.
+ */
+struct page *bzc_odp_page(struct bzc_mr *mr, u64 off, bool write)
+{
+	void *entry = xa_load(&mr->odp->pages,
+			      (mr->odp->uaddr + off) >> PAGE_SHIFT);
+
+	if (!entry || (write && xa_pointer_tag(entry) != BZC_ODP_WRITABLE))
+		return NULL;
+	return xa_untag_pointer(entry);
+}
+
+/**
+ * bzc_odp_lock() - lock the page tables of up to two ODP MRs
+ * @a: an ODP MR or NULL
+ * @b: an ODP MR or NULL; may be @a
+ *
+ * In address order, so two copies in opposite directions between the same
+ * MRs do not deadlock. Held for at most one page copy: invalidations of
+ * the MRs wait meanwhile.
+ */
+void bzc_odp_lock(struct bzc_mr *a, struct bzc_mr *b)
+{
+	if (a && b && a->odp != b->odp) {
+		if (a->odp > b->odp)
+			swap(a, b);
+		xa_lock(&a->odp->pages);
+		xa_lock_nested(&b->odp->pages, SINGLE_DEPTH_NESTING);
+		return;
+	}
+	if (a)
+		xa_lock(&a->odp->pages);
+	else if (b)
+		xa_lock(&b->odp->pages);
+}
+
+/**
+ * bzc_odp_unlock() - undo bzc_odp_lock()
+ * @a: as given to bzc_odp_lock()
+ * @b: as given to bzc_odp_lock()
+ */
+void bzc_odp_unlock(struct bzc_mr *a, struct bzc_mr *b)
+{
+	if (a && b && a->odp != b->odp) {
+		xa_unlock(&b->odp->pages);
+		xa_unlock(&a->odp->pages);
+		return;
+	}
+	if (a)
+		xa_unlock(&a->odp->pages);
+	else if (b)
+		xa_unlock(&b->odp->pages);
+}
+
+/**
+ * bzc_advise_mr() - ibv_advise_mr(): prefetch ranges of ODP MRs
+ * @ibpd: the PD the lkeys must belong to
+ * @advice: PREFETCH (read), PREFETCH_WRITE (write: copy-on-write broken)
+ *	    or PREFETCH_NO_FAULT (take what is mapped already, fault nothing)
+ * @flags: IB_UVERBS_ADVISE_MR_FLAG_FLUSH: report a failed prefetch
+ * @sg_list: (lkey, addr, length) from the process, not trusted
+ * @num_sge: entries in @sg_list (the core checked it is at least 1)
+ * @attrs: unused
+ *
+ * Every entry is checked first (an ODP MR of @ibpd under that lkey,
+ * covering the range, with local write rights for PREFETCH_WRITE), then
+ * prefetched in order, synchronously either way: without FLUSH the
+ * device may prefetch later or not at all, and a failure is not reported.
+ *
+ * Return: 0; -EOPNOTSUPP for an unknown advice, -ENOENT for an entry
+ * that names no such MR or range; with FLUSH, a failed fault's error
+ * (-EFAULT for an unmapped range, -EPERM for a write to a read-only one).
+ */
+int bzc_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
+		  u32 flags, struct ib_sge *sg_list, u32 num_sge,
+		  struct uverbs_attr_bundle *attrs)
+{
+	struct bzc_dev *bdev = to_bdev(ibpd->device);
+	bool write = advice == IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+	bool fault = advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
+	int access = write ? IB_ACCESS_LOCAL_WRITE : 0;
+	struct bzc_mr *mr;
+	u32 i, pass;
+	u64 off;
+	int err;
+
+	if (advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH &&
+	    advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+	    advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return -EOPNOTSUPP;
+	if (flags & ~IB_UVERBS_ADVISE_MR_FLAG_FLUSH)
+		return -EOPNOTSUPP;
+
+	/* Pass 0 checks every entry, pass 1 prefetches. */
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < num_sge; i++) {
+			mr = bzc_lkey_get(bdev, sg_list[i].lkey, ibpd,
+					  sg_list[i].addr, sg_list[i].length,
+					  access);
+			if (!mr)
+				return -ENOENT;
+			if (!mr->odp) {
+				bzc_mr_put(mr);
+				return -ENOENT;
+			}
+			err = 0;
+			off = sg_list[i].addr - mr->iova;
+			if (pass)
+				err = bzc_odp_fault(mr, off, sg_list[i].length,
+						    write, fault);
+			bzc_mr_put(mr);
+			if (err && (flags & IB_UVERBS_ADVISE_MR_FLAG_FLUSH))
+				return err;
+		}
+	}
+	return 0;
+}
