@@ -24,8 +24,9 @@
  *     _create_qp,
  *     _create_qp_ex2, _modify_qp, _query_qp, _destroy_qp, _post_send and
  *     _post_recv as doorbells, _modify_srq, _query_srq, _create_ah,
- *     _destroy_ah), the command
- *     structs and struct verbs_mr / verbs_cq / verbs_qp.  The context's cmd_fd is the write
+ *     _destroy_ah, _open_xrcd, _close_xrcd, _open_qp), the command
+ *     structs and struct verbs_mr / verbs_cq / verbs_qp / verbs_xrcd.
+ *     The context's cmd_fd is the write
  *     end of a pipe: the uverbs ioctl fails there with ENOTTY, so
  *     libibverbs falls back to write() and the command lands in the pipe,
  *     where every field is compared with what was passed in, including
@@ -988,6 +989,86 @@ static void check_srq_commands(struct ibv_context *ibctx)
 	CHECK(qcmd.core_payload.srq_handle == 0x57);
 }
 
+/*
+ * ibv_cmd_open_xrcd(), ibv_cmd_open_qp() and ibv_cmd_close_xrcd():
+ * write() commands in the provider's buffers, and what the first two set
+ * in struct verbs_xrcd and struct verbs_qp from the (pre-filled)
+ * responses.
+ */
+static void check_xrc_commands(struct ibv_context *ibctx)
+{
+	struct ibv_xrcd_init_attr xattr = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = 9,
+		.oflags = O_CREAT,
+	};
+	struct ib_uverbs_open_xrcd_resp xresp = { .xrcd_handle = 0x71 };
+	struct ib_uverbs_create_qp_resp qresp = { .qp_handle = 0x72 };
+	struct ibv_qp_open_attr qattr;
+	struct ibv_open_xrcd xcmd;
+	struct ibv_open_qp qcmd;
+	struct verbs_xrcd xrcd;
+	struct verbs_qp vqp;
+	uint8_t w[sizeof(struct ibv_open_qp)];
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_close_xrcd core_payload;
+	} ccmd;
+
+	_Static_assert(sizeof(w) >= sizeof(xcmd) && sizeof(w) >= sizeof(ccmd),
+		       "command buffer too small");
+	memset(&xrcd, 0xa5, sizeof(xrcd));
+	memset(&xcmd, 0, sizeof(xcmd));
+	CHECK(ibv_cmd_open_xrcd(ibctx, &xrcd, sizeof(xrcd), &xattr, &xcmd,
+				sizeof(xcmd), &xresp, sizeof(xresp)) == 0);
+	read_command(w, sizeof(xcmd));
+	CHECK(memcmp(w, &xcmd, sizeof(xcmd)) == 0);
+	CHECK_WRITE_HDR(xcmd.hdr, IB_USER_VERBS_CMD_OPEN_XRCD, sizeof(xcmd),
+			sizeof(xresp));
+	CHECK(xcmd.core_payload.response == (uintptr_t)&xresp);
+	CHECK(xcmd.core_payload.fd == 9);
+	CHECK(xcmd.core_payload.oflags == O_CREAT);
+	CHECK(xrcd.xrcd.context == ibctx);
+	CHECK(xrcd.comp_mask == VERBS_XRCD_HANDLE);
+	CHECK(xrcd.handle == 0x71);
+
+	memset(&qattr, 0, sizeof(qattr));
+	qattr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD |
+			  IBV_QP_OPEN_ATTR_TYPE;
+	qattr.qp_num = 0x1234;
+	qattr.xrcd = &xrcd.xrcd;
+	qattr.qp_type = IBV_QPT_XRC_RECV;
+	memset(&vqp, 0xa5, sizeof(vqp));
+	memset(&qcmd, 0, sizeof(qcmd));
+	CHECK(ibv_cmd_open_qp(ibctx, &vqp, sizeof(vqp), &qattr, &qcmd,
+			      sizeof(qcmd), &qresp, sizeof(qresp)) == 0);
+	read_command(w, sizeof(qcmd));
+	CHECK(memcmp(w, &qcmd, sizeof(qcmd)) == 0);
+	CHECK_WRITE_HDR(qcmd.hdr, IB_USER_VERBS_CMD_OPEN_QP, sizeof(qcmd),
+			sizeof(qresp));
+	CHECK(qcmd.core_payload.response == (uintptr_t)&qresp);
+	CHECK(qcmd.core_payload.user_handle == (uintptr_t)&vqp);
+	CHECK(qcmd.core_payload.pd_handle == 0x71);	/* the XRCD's */
+	CHECK(qcmd.core_payload.qpn == 0x1234);
+	CHECK(qcmd.core_payload.qp_type == IBV_QPT_XRC_RECV);
+	CHECK(vqp.qp.context == ibctx);
+	CHECK(vqp.qp.handle == 0x72);
+	CHECK(vqp.qp.qp_num == 0x1234);
+	CHECK(vqp.qp.qp_type == IBV_QPT_XRC_RECV);
+	CHECK(vqp.qp.pd == NULL && vqp.qp.srq == NULL);
+	CHECK(vqp.comp_mask == VERBS_QP_XRCD);
+	CHECK(vqp.xrcd == &xrcd);
+	pthread_cond_destroy(&vqp.qp.cond);
+	pthread_mutex_destroy(&vqp.qp.mutex);
+
+	CHECK(ibv_cmd_close_xrcd(&xrcd) == 0);
+	read_command(w, sizeof(ccmd));
+	memcpy(&ccmd, w, sizeof(ccmd));
+	CHECK_WRITE_HDR(ccmd.hdr, IB_USER_VERBS_CMD_CLOSE_XRCD, sizeof(ccmd),
+			0);
+	CHECK(ccmd.core_payload.xrcd_handle == 0x71);
+}
+
 static void check_qp_commands(struct ibv_context *ibctx)
 {
 	struct ibv_cq scq = { .context = ibctx, .handle = 0x32 };
@@ -1202,6 +1283,7 @@ static void check_commands(void)
 		check_qp_create(&ctx->vctx.context);
 		check_qp_commands(&ctx->vctx.context);
 		check_srq_commands(&ctx->vctx.context);
+		check_xrc_commands(&ctx->vctx.context);
 		check_ah_commands(&ctx->vctx.context);
 		close_pipe_context(ctx);
 	}

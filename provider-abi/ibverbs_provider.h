@@ -106,10 +106,34 @@ struct verbs_cq {
 };
 
 /*
- * An XRC domain as libibverbs sees it.  bzc has no XRC; only pointers to it
- * occur (struct verbs_qp), so it stays incomplete here.
+ * An XRC domain as libibverbs sees it: the public ibv_xrcd, then a mask
+ * saying which later members are valid (VERBS_XRCD_HANDLE) and the
+ * kernel's handle, which ibv_cmd_open_xrcd() fills in when the provider's
+ * structure is big enough (its vxrcd_size argument) and the XRC commands
+ * send to the kernel.
  */
-struct verbs_xrcd;
+enum verbs_xrcd_mask {
+	VERBS_XRCD_HANDLE = 1 << 0,
+};
+
+struct verbs_xrcd {
+	struct ibv_xrcd xrcd;
+	uint32_t comp_mask;		/* enum verbs_xrcd_mask */
+	uint32_t handle;
+};
+
+/*
+ * An SRQ as libibverbs sees it: the public ibv_srq, then what
+ * ibv_cmd_create_srq_ex() records of its type: the XRC domain and the
+ * SRQ number (XRC), the CQ (XRC and tag matching).
+ */
+struct verbs_srq {
+	struct ibv_srq srq;
+	enum ibv_srq_type srq_type;
+	struct verbs_xrcd *xrcd;
+	struct ibv_cq *cq;
+	uint32_t srq_num;
+};
 
 /* verbs_qp.comp_mask bits.  Values are ABI: ibv_qp_to_qp_ex() tests QP_EX. */
 enum verbs_qp_mask {
@@ -550,6 +574,21 @@ struct ibv_query_srq {
 	struct ib_uverbs_query_srq core_payload;
 };
 
+struct ibv_open_xrcd {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_open_xrcd core_payload;
+};
+
+struct ibv_create_xsrq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_create_xsrq core_payload;
+};
+
+struct ibv_open_qp {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_open_qp core_payload;
+};
+
 /*
  * The extended ("_ex") commands start with the command header followed by
  * the extended header; their driver data is 8-byte granular.
@@ -703,6 +742,10 @@ int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
  */
 int ibv_cmd_query_mr(struct ibv_pd *pd, struct verbs_mr *vmr,
 		     uint32_t mr_handle);
+/* The core's ADVISE_MR method on the PD; returns 0 or an errno value. */
+int ibv_cmd_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		      uint32_t flags, struct ibv_sge *sg_list,
+		      uint32_t num_sge);
 
 /*
  * Device memory as libibverbs sees it: the public ibv_dm followed by the
@@ -850,6 +893,49 @@ int ibv_cmd_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 		      struct ibv_query_srq *cmd, size_t cmd_size);
 
 /*
+ * CREATE_SRQ of any type (ioctl, else CREATE_XSRQ or CREATE_SRQ by
+ * write()); attr_ex->comp_mask must name the PD, and an XRC SRQ needs the
+ * XRCD and the CQ.  @cmd may be NULL (cmd_size 0) without driver request
+ * data; @resp as for ibv_cmd_create_srq().  Updates attr_ex->attr.max_wr
+ * and max_sge; sets context, handle, mutex and cond of srq->srq, and
+ * srq_type, xrcd, srq_num and cq of @srq as the type has them.  Does not
+ * set srq->srq.pd, srq_context or events_completed.
+ */
+int ibv_cmd_create_srq_ex(struct ibv_context *context, struct verbs_srq *srq,
+			  struct ibv_srq_init_attr_ex *attr_ex,
+			  struct ibv_create_xsrq *cmd, size_t cmd_size,
+			  struct ib_uverbs_create_srq_resp *resp,
+			  size_t resp_size);
+
+/*
+ * OPEN_XRCD (write()): the XRC domain of attr->fd's file, created with
+ * IBV_XRCD_INIT_ATTR_OFLAGS' O_CREAT (O_EXCL: only if it is new), or a
+ * new unshared one for fd -1.  attr->comp_mask must have both FD and
+ * OFLAGS.  @cmd is required (cmd_size at least sizeof(*cmd)); sets
+ * xrcd->xrcd.context, and comp_mask and handle when vxrcd_size covers the
+ * handle.
+ */
+int ibv_cmd_open_xrcd(struct ibv_context *context, struct verbs_xrcd *xrcd,
+		      int vxrcd_size, struct ibv_xrcd_init_attr *attr,
+		      struct ibv_open_xrcd *cmd, size_t cmd_size,
+		      struct ib_uverbs_open_xrcd_resp *resp, size_t resp_size);
+
+/* CLOSE_XRCD of xrcd->handle (EBUSY while QPs or SRQs use it). */
+int ibv_cmd_close_xrcd(struct verbs_xrcd *xrcd);
+
+/*
+ * OPEN_QP (write()): a handle in this context on the XRC TGT QP
+ * attr->qp_num of the XRC domain attr->xrcd (comp_mask must have XRCD,
+ * NUM and TYPE).  @cmd is required.  Sets the ibv_qp members of @qp
+ * (no PD, CQs or SRQ; state IBV_QPS_UNKNOWN), and comp_mask and xrcd when
+ * vqp_sz covers them.
+ */
+int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp,
+		    int vqp_sz, struct ibv_qp_open_attr *attr,
+		    struct ibv_open_qp *cmd, size_t cmd_size,
+		    struct ib_uverbs_create_qp_resp *resp, size_t resp_size);
+
+/*
  * Destroys srq->handle in the kernel (EBUSY while QPs use it), then waits
  * for the acknowledgement of every async event reported for it.  Does not
  * free @srq.
@@ -961,6 +1047,16 @@ BZC_PABI_ASSERT(sizeof(struct ibv_modify_srq) == 24);
 BZC_PABI_ASSERT(offsetof(struct ibv_query_srq, core_payload) == 8);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_query_srq) == 16);
 BZC_PABI_ASSERT(sizeof(struct ibv_query_srq) == 24);
+BZC_PABI_ASSERT(offsetof(struct ibv_open_xrcd, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_open_xrcd) == 16);
+BZC_PABI_ASSERT(sizeof(struct ibv_open_xrcd) == 24);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_open_xrcd_resp) == 4);
+BZC_PABI_ASSERT(offsetof(struct ibv_create_xsrq, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_create_xsrq) == 48);
+BZC_PABI_ASSERT(sizeof(struct ibv_create_xsrq) == 56);
+BZC_PABI_ASSERT(offsetof(struct ibv_open_qp, core_payload) == 8);
+BZC_PABI_ASSERT(sizeof(struct ib_uverbs_open_qp) == 32);
+BZC_PABI_ASSERT(sizeof(struct ibv_open_qp) == 40);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_send_wr) == 56);
 BZC_PABI_ASSERT(sizeof(struct ib_uverbs_recv_wr) == 16);
 
@@ -985,6 +1081,15 @@ BZC_PABI_ASSERT(offsetof(struct verbs_mr, mr_type) == sizeof(struct ibv_mr));
 BZC_PABI_ASSERT(sizeof(enum ibv_mr_type) == sizeof(int));
 BZC_PABI_ASSERT(offsetof(struct verbs_mr, access) ==
 		sizeof(struct ibv_mr) + sizeof(int));
+BZC_PABI_ASSERT(offsetof(struct verbs_xrcd, xrcd) == 0);
+BZC_PABI_ASSERT(offsetof(struct verbs_xrcd, comp_mask) ==
+		sizeof(struct ibv_xrcd));
+BZC_PABI_ASSERT(offsetof(struct verbs_xrcd, handle) ==
+		sizeof(struct ibv_xrcd) + sizeof(uint32_t));
+BZC_PABI_ASSERT(offsetof(struct verbs_srq, srq) == 0);
+BZC_PABI_ASSERT(offsetof(struct verbs_srq, srq_type) ==
+		sizeof(struct ibv_srq));
+BZC_PABI_ASSERT(sizeof(enum ibv_srq_type) == sizeof(int));
 BZC_PABI_ASSERT(sizeof(struct verbs_cq) == sizeof(struct ibv_cq_ex));
 BZC_PABI_ASSERT(offsetof(struct verbs_cq, cq) == 0);
 BZC_PABI_ASSERT(offsetof(struct verbs_cq, cq_ex) == 0);
@@ -1046,6 +1151,17 @@ BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, post_send) == 440);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, query_qp) == 488);
 BZC_PABI_ASSERT(sizeof(struct ibv_qp) == 160);
 BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, resize_cq) == 568);
+BZC_PABI_ASSERT(sizeof(struct ibv_xrcd) == 8);
+BZC_PABI_ASSERT(sizeof(struct verbs_xrcd) == 16);
+BZC_PABI_ASSERT(sizeof(struct ibv_srq) == 128);
+BZC_PABI_ASSERT(offsetof(struct verbs_srq, xrcd) == 136);
+BZC_PABI_ASSERT(offsetof(struct verbs_srq, cq) == 144);
+BZC_PABI_ASSERT(offsetof(struct verbs_srq, srq_num) == 152);
+BZC_PABI_ASSERT(sizeof(struct verbs_srq) == 160);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, close_xrcd) == 88);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, get_srq_num) == 328);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, open_qp) == 408);
+BZC_PABI_ASSERT(offsetof(struct verbs_context_ops, open_xrcd) == 416);
 #endif
 
 /* What differs between the layout classes. */

@@ -134,7 +134,8 @@ BZC_CHECK_OFFSET(bzc_send_wqe, bind.mr_lkey, 36);
 BZC_CHECK_OFFSET(bzc_send_wqe, bind.access, 40);
 BZC_CHECK_OFFSET(bzc_send_wqe, bind.pad, 44);
 BZC_CHECK_OFFSET(bzc_send_wqe, inline_len, 48);
-BZC_CHECK_OFFSET(bzc_send_wqe, pad1, 52);
+BZC_CHECK_OFFSET(bzc_send_wqe, xrc_srqn, 52);
+BZC_CHECK_OFFSET(bzc_send_wqe, pad1, 56);
 _Static_assert(_Alignof(struct bzc_send_wqe) == 8, "bzc_send_wqe alignment");
 /* SGEs or inline data follow the header directly, 8-byte aligned. */
 _Static_assert(BZC_SEND_WQE_DATA_OFFSET == sizeof(struct bzc_send_wqe),

@@ -58,6 +58,24 @@ static int bzc_query_bulk_caps(struct ibv_context *context,
 	return bzc_cmd_exec(context, &cmd);
 }
 
+/* enum bzcdv_device_caps of @ctx's device. */
+static int bzc_device_caps(struct ibv_context *ctx, uint64_t *caps)
+{
+	struct ibv_device_attr_ex ex = {};
+	int ret;
+
+	*caps = 0;
+	if (to_bctx(ctx)->caps & BZC_CAP_DM_EXPORT_DMABUF)
+		*caps |= BZCDV_DEVICE_CAP_EXPORT_DM;
+	/* The bulk engine faults ODP pages like the QPs do. */
+	ret = ibv_query_device_ex(ctx, NULL, &ex);
+	if (ret)
+		return ret;
+	if (ex.odp_caps.general_caps & IBV_ODP_SUPPORT)
+		*caps |= BZCDV_DEVICE_CAP_BULK_ODP;
+	return 0;
+}
+
 BZC_EXPORT int bzcdv_query_device(struct ibv_context *ctx,
 				  struct bzcdv_device_attr *attr)
 {
@@ -86,6 +104,11 @@ BZC_EXPORT int bzcdv_query_device(struct ibv_context *ctx,
 		attr->max_chans = caps.max_chans;
 	else
 		attr->comp_mask &= ~(uint64_t)BZCDV_DEVICE_ATTR_MASK_MAX_CHANS;
+	if (attr->comp_mask & BZCDV_DEVICE_ATTR_MASK_CAPS) {
+		ret = bzc_device_caps(ctx, &attr->caps);
+		if (ret)
+			return ret;
+	}
 	attr->comp_mask &= BZCDV_DEVICE_ATTR_MASK_ALL;
 	return 0;
 }
@@ -269,6 +292,27 @@ BZC_EXPORT int bzcdv_connect_bulk_chan(struct bzcdv_bulk_chan *dv,
 			   sizeof(ccmd));
 	ret = bzc_cmd_exec(dv->context, &cmd);
 	/* A kernel from before connections has no such method. */
+	return ret == EPROTONOSUPPORT ? EOPNOTSUPP : ret;
+}
+
+BZC_EXPORT int bzcdv_connect_bulk_chan_qp(struct bzcdv_bulk_chan *dv,
+					  struct ibv_qp *qp)
+{
+	struct bzc_cmd cmd;
+	int ret;
+
+	if (!dv || !qp)
+		return EINVAL;
+	if (qp->context != dv->context)
+		return EINVAL;
+	bzc_cmd_init(&cmd, BZC_OBJECT_BULK_CHAN,
+		     BZC_METHOD_BULK_CHAN_CONNECT_QP);
+	bzc_cmd_add_idr(&cmd, BZC_ATTR_BULK_CHAN_CONNECT_QP_HANDLE,
+			to_bchan(dv)->handle);
+	bzc_cmd_add_idr(&cmd, BZC_ATTR_BULK_CHAN_CONNECT_QP_QP_HANDLE,
+			qp->handle);
+	ret = bzc_cmd_exec(dv->context, &cmd);
+	/* A kernel from before bulk transfers on QPs has no such method. */
 	return ret == EPROTONOSUPPORT ? EOPNOTSUPP : ret;
 }
 

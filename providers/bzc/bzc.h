@@ -215,10 +215,19 @@ struct bzc_qp {
 	int wr_err;
 };
 
-/* A shared receive queue: a receive ring any QP created on it drains. */
+/*
+ * A shared receive queue: a receive ring any QP created on it drains, or
+ * for an XRC SRQ every XRC TGT QP of its domain whose messages name its
+ * number (vsrq.srq_num).
+ */
 struct bzc_srq {
-	struct ibv_srq ibv_srq;
+	struct verbs_srq vsrq;
 	struct bzc_wq wq;
+};
+
+/* An XRC domain: libibverbs' view of it is all bzc needs. */
+struct bzc_xrcd {
+	struct verbs_xrcd vxrcd;
 };
 
 /* The address handle: the kernel's index, which UD send WQEs carry. */
@@ -339,7 +348,12 @@ static inline struct bzc_qp *to_bqp_ex(struct ibv_qp_ex *ibqp)
 
 static inline struct bzc_srq *to_bsrq(struct ibv_srq *ibsrq)
 {
-	return container_of(ibsrq, struct bzc_srq, ibv_srq);
+	return container_of(ibsrq, struct bzc_srq, vsrq.srq);
+}
+
+static inline struct bzc_xrcd *to_bxrcd(struct ibv_xrcd *ibxrcd)
+{
+	return container_of(ibxrcd, struct bzc_xrcd, vxrcd.xrcd);
 }
 
 static inline struct bzc_ah *to_bah(struct ibv_ah *ibah)
@@ -463,6 +477,8 @@ struct ibv_mr *bzc_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 int bzc_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		 void *addr, size_t length, int access);
 int bzc_dereg_mr(struct verbs_mr *vmr);
+int bzc_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		  uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
 struct ibv_mr *bzc_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
 void bzc_unimport_mr(struct ibv_mr *mr);
 struct ibv_mr *bzc_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
@@ -530,7 +546,16 @@ int bzc_destroy_qp(struct ibv_qp *ibqp);
 int bzc_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		  struct ibv_recv_wr **bad_wr);
 
+/* xrc.c */
+struct ibv_xrcd *bzc_open_xrcd(struct ibv_context *context,
+			       struct ibv_xrcd_init_attr *attr);
+int bzc_close_xrcd(struct ibv_xrcd *ibxrcd);
+struct ibv_qp *bzc_open_qp(struct ibv_context *context,
+			   struct ibv_qp_open_attr *attr);
+bool bzc_has_xrc(struct ibv_context *context);
+
 /* srq.c */
+int bzc_get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num);
 struct ibv_srq *bzc_create_srq(struct ibv_pd *pd,
 			       struct ibv_srq_init_attr *attr);
 struct ibv_srq *bzc_create_srq_ex(struct ibv_context *context,

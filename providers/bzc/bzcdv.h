@@ -56,7 +56,17 @@ bool bzcdv_is_supported(struct ibv_device *device);
 /* bzcdv_device_attr.comp_mask: the optional fields. */
 enum bzcdv_device_attr_mask {
 	BZCDV_DEVICE_ATTR_MASK_MAX_CHANS = 1 << 0,
-	BZCDV_DEVICE_ATTR_MASK_ALL = BZCDV_DEVICE_ATTR_MASK_MAX_CHANS,
+	BZCDV_DEVICE_ATTR_MASK_CAPS = 1 << 1,
+	BZCDV_DEVICE_ATTR_MASK_ALL = BZCDV_DEVICE_ATTR_MASK_MAX_CHANS |
+				     BZCDV_DEVICE_ATTR_MASK_CAPS,
+};
+
+/* bzcdv_device_attr.caps: what the device does beyond the verbs' limits. */
+enum bzcdv_device_caps {
+	/* bzcdv_export_dm() exports device memory as a dma-buf fd. */
+	BZCDV_DEVICE_CAP_EXPORT_DM = 1 << 0,
+	/* Bulk WRs take lkeys of ODP MRs (IBV_ACCESS_ON_DEMAND). */
+	BZCDV_DEVICE_CAP_BULK_ODP = 1 << 1,
 };
 
 struct bzcdv_device_attr {
@@ -71,12 +81,16 @@ struct bzcdv_device_attr {
 	/* BZCDV_DEVICE_ATTR_MASK_MAX_CHANS: */
 	uint32_t max_chans;		/* channels the device holds at once,
 					   all processes together */
+	uint32_t pad;
+	/* BZCDV_DEVICE_ATTR_MASK_CAPS: */
+	uint64_t caps;			/* enum bzcdv_device_caps */
 };
 
 /*
  * Fills @attr with the bulk limits of @ctx's device (max_chans only when
- * asked for in comp_mask and the kernel reports it).
- * Kernel: BZC_OBJECT_DEVICE / BZC_METHOD_QUERY_BULK_CAPS.
+ * asked for in comp_mask and the kernel reports it; caps when asked for).
+ * Kernel: BZC_OBJECT_DEVICE / BZC_METHOD_QUERY_BULK_CAPS (and, for caps,
+ * the context's capabilities and IB_USER_VERBS_EX_CMD_QUERY_DEVICE).
  * Returns 0, EOPNOTSUPP (no bulk support), or the ioctl's errno (EIO once
  * the device is gone).
  */
@@ -173,6 +187,26 @@ struct bzcdv_bulk_conn_attr {
  */
 int bzcdv_connect_bulk_chan(struct bzcdv_bulk_chan *chan,
 			    const struct bzcdv_bulk_conn_attr *attr);
+
+/*
+ * Carries @chan's WRITE, WRITE_WITH_IMM and READ requests as standard RDMA
+ * WRITE, WRITE with immediate and READ messages (each at most 2^31 bytes)
+ * on @qp's connection, instead of to a peer channel: the far side may be
+ * any RC QP @qp is connected to (rxe, a RoCE NIC, bzc, on this host or
+ * another), and needs nothing but an MR and the rkey it hands out.  @qp
+ * is an RC QP of the caller on @chan's PD, in RTS; it stays held while
+ * the channel exists (ibv_destroy_qp() fails with EBUSY until
+ * bzcdv_destroy_bulk_chan()).  WRITE_WITH_IMM consumes one receive at the
+ * far QP, with the immediate, once per request; remote_chan is not used.
+ * Once per channel, exclusive of bzcdv_connect_bulk_chan().
+ * Kernel: BZC_OBJECT_BULK_CHAN / BZC_METHOD_BULK_CHAN_CONNECT_QP.
+ * Returns 0, EINVAL (NULL argument, QP of another context or PD, not RC),
+ * ENOTCONN (@qp is not in RTS), EISCONN (connected already), EPERM (not
+ * the PD's process), EOPNOTSUPP (a kernel without the method), or the
+ * ioctl's errno.
+ */
+int bzcdv_connect_bulk_chan_qp(struct bzcdv_bulk_chan *chan,
+			       struct ibv_qp *qp);
 
 enum bzcdv_bulk_opcode {
 	/* sg_list -> (remote_addr, rkey) of channel remote_chan, the peer */

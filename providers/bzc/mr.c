@@ -162,3 +162,13 @@ int bzc_dereg_mr(struct verbs_mr *vmr)
 	free(vmr);
 	return 0;
 }
+
+/*
+ * ibv_advise_mr(): prefetching ranges of ODP MRs is the kernel's work
+ * (the core's ADVISE_MR method); its errno comes back as the return value.
+ */
+int bzc_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		  uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	return ibv_cmd_advise_mr(pd, advice, flags, sg_list, num_sge);
+}

@@ -9,6 +9,11 @@
  * with a release store; the kernel copies each WQE out before it looks at
  * it and advances the consumer index.  Receives need no system call at
  * all, sends one doorbell per ibv_post_send() (wr.c).
+ *
+ * XRC: an INI QP (IBV_QPT_XRC_SEND) has a send queue only; a TGT QP
+ * (IBV_QPT_XRC_RECV) has no rings at all: it belongs to an XRC domain,
+ * and the XRC SRQ each arriving message names gives its receive.  Other
+ * processes of the domain reach a TGT QP with ibv_open_qp().
  */
 
 #include <errno.h>
@@ -20,6 +25,7 @@
 /* What bzc_create_qp_ex() accepts. */
 enum {
 	BZC_QP_INIT_ATTR_MASK_KNOWN = IBV_QP_INIT_ATTR_PD |
+				      IBV_QP_INIT_ATTR_XRCD |
 				      IBV_QP_INIT_ATTR_CREATE_FLAGS |
 				      IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 };
@@ -70,11 +76,15 @@ static void bzc_qp_free(struct bzc_qp *qp)
  */
 static int bzc_qp_finish_create(struct ibv_context *context,
 				struct bzc_qp *qp, const struct ibv_qp_cap *cap,
-				int sq_sig_all, bool has_srq,
+				int sq_sig_all, bool has_rq,
 				const struct bzc_create_qp_resp *drv)
 {
 	uint64_t send_data, recv_data;
 	int ret = EPROTO;
+
+	/* An XRC TGT QP has no rings. */
+	if (qp->vqp.qp.qp_type == IBV_QPT_XRC_RECV)
+		return 0;
 
 	if (cap->max_send_sge > BZC_MAX_WQE_SGE ||
 	    cap->max_recv_sge > BZC_MAX_WQE_SGE) {
@@ -95,8 +105,8 @@ static int bzc_qp_finish_create(struct ibv_context *context,
 	if (ret)
 		goto err;
 
-	/* With an SRQ the QP has no receive queue of its own. */
-	if (!has_srq) {
+	/* With an SRQ (or as an XRC INI) the QP has no receive queue. */
+	if (has_rq) {
 		recv_data = (uint64_t)cap->max_recv_sge *
 			    sizeof(struct bzc_sge);
 		ret = bzc_wq_map(context, &qp->rq, drv->rq_mmap_key,
@@ -125,8 +135,18 @@ err:
 static bool bzc_qp_type_supported(struct ibv_context *context,
 				  enum ibv_qp_type qp_type)
 {
-	/* RC, UC and UD; every type bzc has has some send opcodes. */
+	/* The XRC TGT QP sends nothing. */
+	if (qp_type == IBV_QPT_XRC_RECV)
+		return bzc_has_xrc(context);
+	/* RC, UC, UD and XRC INI: every other type has send opcodes. */
 	return bzc_send_ops_supported(context, qp_type) != 0;
+}
+
+/* A receive queue of its own: not with an SRQ, not in XRC. */
+static bool bzc_qp_has_rq(enum ibv_qp_type qp_type, struct ibv_srq *srq)
+{
+	return !srq && qp_type != IBV_QPT_XRC_SEND &&
+	       qp_type != IBV_QPT_XRC_RECV;
 }
 
 struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
@@ -139,6 +159,13 @@ struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 		bzc_err(pd->context, "QP type %d is not supported\n",
 			attr->qp_type);
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	/* Its XRC domain can only be given to ibv_create_qp_ex(). */
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		bzc_err(pd->context,
+			"an XRC TGT QP needs ibv_create_qp_ex() with an XRC domain\n");
+		errno = EINVAL;
 		return NULL;
 	}
 
@@ -158,7 +185,8 @@ struct ibv_qp *bzc_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->sq.single_threaded = bzc_pd_single_threaded(pd);
 	qp->rq.single_threaded = qp->sq.single_threaded;
 	ret = bzc_qp_finish_create(pd->context, qp, &attr->cap,
-				   attr->sq_sig_all, attr->srq != NULL,
+				   attr->sq_sig_all,
+				   bzc_qp_has_rq(attr->qp_type, attr->srq),
 				   &resp.drv_payload);
 	if (ret) {
 		errno = ret;
@@ -183,8 +211,15 @@ struct ibv_qp *bzc_create_qp_ex(struct ibv_context *context,
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
-		bzc_err(context, "no PD (IBV_QP_INIT_ATTR_PD)\n");
+	/* An XRC TGT QP has an XRC domain instead of a PD. */
+	if (attr->qp_type == IBV_QPT_XRC_RECV ?
+		    !(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
+			    attr->xrcd->context != context :
+		    !(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+		bzc_err(context, "no %s\n",
+			attr->qp_type == IBV_QPT_XRC_RECV ?
+				"XRC domain of this context (IBV_QP_INIT_ATTR_XRCD)" :
+				"PD (IBV_QP_INIT_ATTR_PD)");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -230,10 +265,12 @@ struct ibv_qp *bzc_create_qp_ex(struct ibv_context *context,
 		return NULL;
 	}
 
-	qp->sq.single_threaded = bzc_pd_single_threaded(attr->pd);
+	if (attr->qp_type != IBV_QPT_XRC_RECV)
+		qp->sq.single_threaded = bzc_pd_single_threaded(attr->pd);
 	qp->rq.single_threaded = qp->sq.single_threaded;
 	ret = bzc_qp_finish_create(context, qp, &attr->cap, attr->sq_sig_all,
-				   attr->srq != NULL, &resp.drv_payload);
+				   bzc_qp_has_rq(attr->qp_type, attr->srq),
+				   &resp.drv_payload);
 	if (ret) {
 		errno = ret;
 		return NULL;
@@ -281,6 +318,40 @@ int bzc_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 
 	return ibv_cmd_query_qp(ibqp, attr, attr_mask, init_attr, &cmd,
 				sizeof(cmd));
+}
+
+/*
+ * ibv_open_qp(): this process's handle on an XRC TGT QP of an XRC domain
+ * it has opened (another process may have created the QP).  Like a TGT
+ * QP created here it has no rings; it can be modified, queried and
+ * destroyed (closed: the QP goes when its last handle does).
+ */
+struct ibv_qp *bzc_open_qp(struct ibv_context *context,
+			   struct ibv_qp_open_attr *attr)
+{
+	struct ib_uverbs_create_qp_resp resp;
+	struct ibv_open_qp cmd = {};
+	struct bzc_qp *qp;
+	int ret;
+
+	if (!bzc_has_xrc(context) ||
+	    ((attr->comp_mask & IBV_QP_OPEN_ATTR_TYPE) &&
+	     attr->qp_type != IBV_QPT_XRC_RECV)) {
+		bzc_err(context, "only XRC TGT QPs can be opened\n");
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	qp = bzc_qp_alloc();
+	if (!qp)
+		return NULL;
+	ret = ibv_cmd_open_qp(context, &qp->vqp, sizeof(qp->vqp), attr, &cmd,
+			      sizeof(cmd), &resp, sizeof(resp));
+	if (ret) {
+		bzc_qp_free(qp);
+		errno = ret;
+		return NULL;
+	}
+	return &qp->vqp.qp;
 }
 
 int bzc_destroy_qp(struct ibv_qp *ibqp)

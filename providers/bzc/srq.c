@@ -11,6 +11,11 @@
  * bigger or smaller one holding the posted receives
  * (BZC_METHOD_SRQ_RESIZE), with the SRQ's lock held so nothing is posted
  * meanwhile.
+ *
+ * An XRC SRQ (ibv_create_srq_ex() with IBV_SRQT_XRC) is the same ring; it
+ * belongs to an XRC domain and has a number, ibv_get_srq_num(), which the
+ * senders on XRC INI QPs name it by, and its receives complete on the CQ
+ * given at its creation.
  */
 
 #include <errno.h>
@@ -21,18 +26,19 @@
 
 #include "bzc.h"
 
-/* What bzc_create_srq_ex() accepts: a basic SRQ (the CQ is not used). */
+/*
+ * What bzc_create_srq_ex() accepts: a basic SRQ (the CQ is not used) or
+ * an XRC SRQ.
+ */
 enum {
 	BZC_SRQ_INIT_ATTR_MASK_KNOWN = IBV_SRQ_INIT_ATTR_TYPE |
 				       IBV_SRQ_INIT_ATTR_PD |
+				       IBV_SRQ_INIT_ATTR_XRCD |
 				       IBV_SRQ_INIT_ATTR_CQ,
 };
 
-struct ibv_srq *bzc_create_srq(struct ibv_pd *pd,
-			       struct ibv_srq_init_attr *attr)
+static struct bzc_srq *bzc_srq_alloc(void)
 {
-	struct ubzc_create_srq_resp resp = {};
-	struct bzc_create_srq_resp *drv = &resp.drv_payload;
 	struct bzc_srq *srq;
 	int ret;
 
@@ -40,40 +46,126 @@ struct ibv_srq *bzc_create_srq(struct ibv_pd *pd,
 	if (!srq)
 		return NULL;
 	ret = pthread_spin_init(&srq->wq.lock, PTHREAD_PROCESS_PRIVATE);
-	if (ret)
-		goto err_free;
+	if (ret) {
+		free(srq);
+		errno = ret;
+		return NULL;
+	}
+	return srq;
+}
 
-	/* No driver request data; attr->attr comes back with the real caps. */
-	ret = ibv_cmd_create_srq(pd, &srq->ibv_srq, attr, NULL, 0,
-				 &resp.ibv_resp, sizeof(resp));
-	if (ret)
-		goto err_lock;
+static void bzc_srq_free(struct bzc_srq *srq)
+{
+	pthread_spin_destroy(&srq->wq.lock);
+	free(srq);
+}
 
-	ret = EPROTO;
-	if (attr->attr.max_sge > BZC_MAX_WQE_SGE) {
-		bzc_err(pd->context, "kernel granted %u SGEs, a WQE holds %u\n",
-			attr->attr.max_sge, BZC_MAX_WQE_SGE);
+/*
+ * Second half of both creates: map the ring of an SRQ the kernel has
+ * just created with the caps in @attr (what it granted).  On failure the
+ * kernel object is destroyed again and srq freed.
+ */
+static int bzc_srq_finish_create(struct ibv_context *context,
+				 struct bzc_srq *srq,
+				 const struct ibv_srq_attr *attr,
+				 const struct bzc_create_srq_resp *drv)
+{
+	int ret = EPROTO;
+
+	if (attr->max_sge > BZC_MAX_WQE_SGE) {
+		bzc_err(context, "kernel granted %u SGEs, a WQE holds %u\n",
+			attr->max_sge, BZC_MAX_WQE_SGE);
 		goto err_destroy;
 	}
-	ret = bzc_wq_map(pd->context, &srq->wq, drv->mmap_key, drv->mmap_len,
+	ret = bzc_wq_map(context, &srq->wq, drv->mmap_key, drv->mmap_len,
 			 drv->entries, drv->wqe_size,
 			 sizeof(struct bzc_recv_wqe) +
-				 (uint64_t)attr->attr.max_sge *
+				 (uint64_t)attr->max_sge *
 					 sizeof(struct bzc_sge),
-			 attr->attr.max_wr);
+			 attr->max_wr);
 	if (ret)
 		goto err_destroy;
-	srq->wq.max_sge = attr->attr.max_sge;
-	return &srq->ibv_srq;
+	srq->wq.max_sge = attr->max_sge;
+	return 0;
 
 err_destroy:
-	ibv_cmd_destroy_srq(&srq->ibv_srq);
-err_lock:
-	pthread_spin_destroy(&srq->wq.lock);
-err_free:
-	free(srq);
-	errno = ret;
-	return NULL;
+	ibv_cmd_destroy_srq(&srq->vsrq.srq);
+	bzc_srq_free(srq);
+	return ret;
+}
+
+struct ibv_srq *bzc_create_srq(struct ibv_pd *pd,
+			       struct ibv_srq_init_attr *attr)
+{
+	struct ubzc_create_srq_resp resp = {};
+	struct bzc_srq *srq;
+	int ret;
+
+	srq = bzc_srq_alloc();
+	if (!srq)
+		return NULL;
+
+	/* No driver request data; attr->attr comes back with the real caps. */
+	ret = ibv_cmd_create_srq(pd, &srq->vsrq.srq, attr, NULL, 0,
+				 &resp.ibv_resp, sizeof(resp));
+	if (ret) {
+		bzc_srq_free(srq);
+		errno = ret;
+		return NULL;
+	}
+	srq->vsrq.srq_type = IBV_SRQT_BASIC;
+	ret = bzc_srq_finish_create(pd->context, srq, &attr->attr,
+				    &resp.drv_payload);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+	return &srq->vsrq.srq;
+}
+
+/*
+ * An XRC SRQ of attr->xrcd in attr->pd, completing on attr->cq: the same
+ * ring, created through the extended command, which also returns its
+ * number.
+ */
+static struct ibv_srq *bzc_create_xrc_srq(struct ibv_context *context,
+					  struct ibv_srq_init_attr_ex *attr)
+{
+	struct ubzc_create_srq_resp resp = {};
+	struct bzc_srq *srq;
+	int ret;
+
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+	    attr->xrcd->context != context ||
+	    !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq ||
+	    attr->cq->context != context) {
+		bzc_err(context,
+			"XRC SRQ without an XRC domain and a CQ of this context\n");
+		errno = EINVAL;
+		return NULL;
+	}
+
+	srq = bzc_srq_alloc();
+	if (!srq)
+		return NULL;
+	ret = ibv_cmd_create_srq_ex(context, &srq->vsrq, attr, NULL, 0,
+				    &resp.ibv_resp, sizeof(resp));
+	if (ret) {
+		bzc_srq_free(srq);
+		errno = ret;
+		return NULL;
+	}
+	/* What ibv_create_srq() would set, which the _ex path leaves. */
+	srq->vsrq.srq.pd = attr->pd;
+	srq->vsrq.srq.srq_context = attr->srq_context;
+	srq->vsrq.srq.events_completed = 0;
+	ret = bzc_srq_finish_create(context, srq, &attr->attr,
+				    &resp.drv_payload);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+	return &srq->vsrq.srq;
 }
 
 struct ibv_srq *bzc_create_srq_ex(struct ibv_context *context,
@@ -82,12 +174,16 @@ struct ibv_srq *bzc_create_srq_ex(struct ibv_context *context,
 	struct ibv_srq_init_attr init = {};
 	struct ibv_srq *srq;
 
-	/* XRC and tag-matching SRQs are not supported. */
+	bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+		   attr->srq_type == IBV_SRQT_XRC;
+
+	/* Tag-matching SRQs are not supported, XRC ones by newer kernels. */
 	if ((attr->comp_mask & ~(uint32_t)BZC_SRQ_INIT_ATTR_MASK_KNOWN) ||
 	    ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
-	     attr->srq_type != IBV_SRQT_BASIC)) {
+	     attr->srq_type != IBV_SRQT_BASIC && !xrc) ||
+	    (xrc && !bzc_has_xrc(context))) {
 		bzc_err(context,
-			"only basic SRQs are supported (comp_mask %#x, type %d)\n",
+			"only basic and XRC SRQs are supported (comp_mask %#x, type %d)\n",
 			attr->comp_mask, attr->srq_type);
 		errno = EOPNOTSUPP;
 		return NULL;
@@ -98,6 +194,8 @@ struct ibv_srq *bzc_create_srq_ex(struct ibv_context *context,
 		errno = EINVAL;
 		return NULL;
 	}
+	if (xrc)
+		return bzc_create_xrc_srq(context, attr);
 
 	init.srq_context = attr->srq_context;
 	init.attr = attr->attr;
@@ -113,7 +211,7 @@ struct ibv_srq *bzc_create_srq_ex(struct ibv_context *context,
  */
 static int bzc_srq_resize(struct bzc_srq *srq, uint32_t max_wr)
 {
-	struct ibv_context *context = srq->ibv_srq.context;
+	struct ibv_context *context = srq->vsrq.srq.context;
 	struct bzc_srq_resize_cmd req = { .max_wr = max_wr };
 	struct bzc_srq_resize_resp resp = {};
 	struct bzc_wq new_wq = {};
@@ -121,7 +219,8 @@ static int bzc_srq_resize(struct bzc_srq *srq, uint32_t max_wr)
 	int ret;
 
 	bzc_cmd_init(&cmd, UVERBS_OBJECT_SRQ, BZC_METHOD_SRQ_RESIZE);
-	bzc_cmd_add_idr(&cmd, BZC_ATTR_SRQ_RESIZE_HANDLE, srq->ibv_srq.handle);
+	bzc_cmd_add_idr(&cmd, BZC_ATTR_SRQ_RESIZE_HANDLE,
+			srq->vsrq.srq.handle);
 	bzc_cmd_add_ptr_in(&cmd, BZC_ATTR_SRQ_RESIZE_CMD, &req, sizeof(req));
 	bzc_cmd_add_ptr_out(&cmd, BZC_ATTR_SRQ_RESIZE_RESP, &resp,
 			    sizeof(resp));
@@ -200,8 +299,18 @@ int bzc_destroy_srq(struct ibv_srq *ibsrq)
 		return ret;
 
 	bzc_wq_unmap(&srq->wq);
-	pthread_spin_destroy(&srq->wq.lock);
-	free(srq);
+	bzc_srq_free(srq);
+	return 0;
+}
+
+/* ibv_get_srq_num(): what XRC senders name an XRC SRQ by. */
+int bzc_get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num)
+{
+	struct bzc_srq *srq = to_bsrq(ibsrq);
+
+	if (srq->vsrq.srq_type != IBV_SRQT_XRC)
+		return EINVAL;
+	*srq_num = srq->vsrq.srq_num;
 	return 0;
 }
 

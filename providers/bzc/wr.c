@@ -90,6 +90,12 @@ enum {
 		     BZC_OP(BIND_MW),
 	BZC_OPS_RC = BZC_OPS_UC | BZC_OP(SEND_WITH_INV) | BZC_OP(RDMA_READ) |
 		     BZC_OP(ATOMIC_CMP_AND_SWP) | BZC_OP(ATOMIC_FETCH_AND_ADD),
+	/*
+	 * XRC INI: RC's, but for send with invalidate (the target has no PD
+	 * to find the key in) and the Placement Extensions.
+	 */
+	BZC_OPS_XRC = BZC_OPS_UC | BZC_OP(RDMA_READ) |
+		      BZC_OP(ATOMIC_CMP_AND_SWP) | BZC_OP(ATOMIC_FETCH_AND_ADD),
 	/* RC too, where the kernel has them (BZC_CAP_ATOMIC_WRITE, _FLUSH). */
 	BZC_OPS_RC_ATOMIC_WRITE = 1ULL << BZC_WR_ATOMIC_WRITE,
 	BZC_OPS_RC_FLUSH = 1ULL << BZC_WR_FLUSH,
@@ -124,6 +130,8 @@ uint64_t bzc_send_ops_supported(struct ibv_context *context,
 		return BZC_OPS_UC;
 	case IBV_QPT_UD:
 		return BZC_OPS_UD;
+	case IBV_QPT_XRC_SEND:
+		return caps & BZC_CAP_XRC ? BZC_OPS_XRC : 0;
 	default:
 		return 0;
 	}
@@ -303,6 +311,15 @@ static int bzc_wqe_set_flush(struct bzc_send_wqe *wqe, uint32_t rkey,
 }
 #endif
 
+/* XRC INI: the SRQ at the target the message is for (24 bits on the wire). */
+static int bzc_wqe_set_xrc(struct bzc_send_wqe *wqe, uint32_t remote_srqn)
+{
+	if (remote_srqn > 0xffffff)
+		return bzc_refuse(EINVAL, "XRC SRQ number beyond 24 bits");
+	wqe->xrc_srqn = htole32(remote_srqn);
+	return 0;
+}
+
 static int bzc_wqe_set_ud(struct bzc_send_wqe *wqe, struct ibv_ah *ah,
 			  uint32_t remote_qpn, uint32_t remote_qkey)
 {
@@ -436,6 +453,11 @@ static int bzc_build_send_wr(struct bzc_qp *qp, uint32_t index,
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		ret = bzc_wqe_set_ud(wqe, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
 				     wr->wr.ud.remote_qkey);
+		if (ret)
+			return ret;
+	}
+	if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND) {
+		ret = bzc_wqe_set_xrc(wqe, wr->qp_type.xrc.remote_srqn);
 		if (ret)
 			return ret;
 	}
@@ -753,6 +775,21 @@ static void bzc_wr_set_ud_addr(struct ibv_qp_ex *ibqp, struct ibv_ah *ah,
 	bzc_wr_fail(qp, bzc_wqe_set_ud(wqe, ah, remote_qpn, remote_qkey));
 }
 
+static void bzc_wr_set_xrc_srqn(struct ibv_qp_ex *ibqp, uint32_t remote_srqn)
+{
+	struct bzc_qp *qp = to_bqp_ex(ibqp);
+	struct bzc_send_wqe *wqe = bzc_wr_cur(qp);
+
+	if (!wqe)
+		return;
+	if (ibqp->qp_base.qp_type != IBV_QPT_XRC_SEND) {
+		bzc_wr_fail(qp, bzc_refuse(EINVAL,
+					   "an XRC SRQ number on a non-XRC QP"));
+		return;
+	}
+	bzc_wr_fail(qp, bzc_wqe_set_xrc(wqe, remote_srqn));
+}
+
 static void bzc_wr_set_sge(struct ibv_qp_ex *ibqp, uint32_t lkey,
 			   uint64_t addr, uint32_t length)
 {
@@ -810,9 +847,9 @@ static void bzc_wr_set_inline_data_list(struct ibv_qp_ex *ibqp,
 /*
  * Install the ibv_wr_* API on a QP created with
  * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (create_qp_ex has refused opcodes the
- * QP type, the kernel or this libibverbs cannot carry).  wr_send_tso and
- * wr_set_xrc_srqn stay NULL: bzc has neither TSO nor XRC; so does
- * wr_flush before rdma-core 45, whose struct ibv_qp_ex has none.
+ * QP type, the kernel or this libibverbs cannot carry).  wr_send_tso
+ * stays NULL: bzc has no TSO; so does wr_flush before rdma-core 45, whose
+ * struct ibv_qp_ex has none.
  */
 void bzc_qp_init_wr_ops(struct bzc_qp *qp)
 {
@@ -838,6 +875,7 @@ void bzc_qp_init_wr_ops(struct bzc_qp *qp)
 	qpx->wr_bind_mw = bzc_wr_bind_mw;
 
 	qpx->wr_set_ud_addr = bzc_wr_set_ud_addr;
+	qpx->wr_set_xrc_srqn = bzc_wr_set_xrc_srqn;
 	qpx->wr_set_sge = bzc_wr_set_sge;
 	qpx->wr_set_sge_list = bzc_wr_set_sge_list;
 	qpx->wr_set_inline_data = bzc_wr_set_inline_data;
