@@ -56,6 +56,9 @@ BULK_COPY = 3
 BULK_FENCE = 1 << 0
 CHAN_INIT_ATTR_MASK_RECV_CQ = 1 << 0
 DEVICE_ATTR_MASK_MAX_CHANS = 1 << 0
+DEVICE_ATTR_MASK_CAPS = 1 << 1
+DEVICE_CAP_EXPORT_DM = 1 << 0
+DEVICE_CAP_BULK_ODP = 1 << 1
 GID_TBL_LEN = 128                   # port 1 of a bzc device
 MR_CACHED_HIT = 1 << 0
 BYTE_LEN_SATURATED = 0xffffffff
@@ -119,7 +122,9 @@ class DeviceAttr(ctypes.Structure):
                 ('max_chan_depth', ctypes.c_uint32),
                 ('seg_bytes', ctypes.c_uint32),
                 ('workers', ctypes.c_uint32),
-                ('max_chans', ctypes.c_uint32)]
+                ('max_chans', ctypes.c_uint32),
+                ('pad', ctypes.c_uint32),
+                ('caps', ctypes.c_uint64)]
 
 
 class ChanInitAttr(ctypes.Structure):
@@ -193,6 +198,11 @@ lib.bzcdv_create_bulk_chan.argtypes = [VP, ctypes.POINTER(ChanInitAttr)]
 lib.bzcdv_destroy_bulk_chan.restype = ctypes.c_int
 lib.bzcdv_destroy_bulk_chan.argtypes = [ctypes.POINTER(BulkChan)]
 lib.bzcdv_connect_bulk_chan.restype = ctypes.c_int
+# Optional: libbzc from before BZC_1.3 has no bzcdv_connect_bulk_chan_qp.
+if hasattr(lib, 'bzcdv_connect_bulk_chan_qp'):
+    lib.bzcdv_connect_bulk_chan_qp.restype = ctypes.c_int
+    lib.bzcdv_connect_bulk_chan_qp.argtypes = [ctypes.POINTER(BulkChan),
+                                               ctypes.c_void_p]
 lib.bzcdv_connect_bulk_chan.argtypes = [ctypes.POINTER(BulkChan),
                                         ctypes.POINTER(ConnAttr)]
 lib.bzcdv_post_bulk.restype = ctypes.c_int
@@ -620,6 +630,11 @@ class Chan:
         ctypes.memmove(a.remote_gid, bytes(remote_gid), 16)
         return lib.bzcdv_connect_bulk_chan(self.p, ctypes.byref(a))
 
+    def connect_qp(self, qp):
+        """bzcdv_connect_bulk_chan_qp() with RcQp @qp; the errno."""
+        return lib.bzcdv_connect_bulk_chan_qp(self.p,
+                                              ctypes.cast(qp.p, VP))
+
     def connect_to(self, other):
         """Connect to channel @other (another Chan, maybe of another
         context of the same device), raising on failure."""
@@ -814,6 +829,21 @@ _ibv.ibv_query_gid.restype = ctypes.c_int
 _ibv.ibv_query_gid.argtypes = [VP, ctypes.c_uint8, ctypes.c_int,
                                ctypes.POINTER(ctypes.c_uint8 * 16)]
 
+class IbvRecvWr(ctypes.Structure):
+    pass
+
+
+IbvRecvWr._fields_ = [('wr_id', ctypes.c_uint64),
+                      ('next', ctypes.POINTER(IbvRecvWr)),
+                      ('sg_list', ctypes.POINTER(IbvSge)),
+                      ('num_sge', ctypes.c_int)]
+assert ctypes.sizeof(IbvRecvWr) == 32
+
+_POST_RECV_FN = ctypes.CFUNCTYPE(ctypes.c_int, VP, ctypes.POINTER(IbvRecvWr),
+                                 ctypes.POINTER(ctypes.POINTER(IbvRecvWr)))
+# ibv_post_recv(): context->ops.post_recv, ops[26].
+_POST_RECV_SLOT = 26
+
 _POST_SEND_FN = ctypes.CFUNCTYPE(ctypes.c_int, VP, ctypes.POINTER(IbvSendWr),
                                  ctypes.POINTER(ctypes.POINTER(IbvSendWr)))
 # ibv_post_send() is inline too: context->ops.post_send, ops[25].
@@ -822,10 +852,12 @@ _POST_SEND_SLOT = 25
 
 class RcQp:
     """An RC QP on @pd with @cq for both queues, brought to RTS addressed
-    at itself (loopback through the port's GID @gid_index); the
-    attribute values are bzc_helpers.bring_up_qp()'s."""
+    at itself (loopback through the port's GID @gid_index), or at
+    @remote = {'qpn', 'gid' (16 bytes), 'psn'} with our first PSN @psn;
+    the attribute values are bzc_helpers.bring_up_qp()'s."""
 
-    def __init__(self, ctx, pd, cq, gid_index, port=1, depth=16):
+    def __init__(self, ctx, pd, cq, gid_index, port=1, depth=16,
+                 remote=None, psn=0, path_mtu=MTU_1024):
         self.ctx, self.cq = ctx, cq
         ia = IbvQpInitAttr(send_cq=ctypes.cast(cq.p, VP),
                            recv_cq=ctypes.cast(cq.p, VP), qp_type=QPT_RC)
@@ -837,23 +869,28 @@ class RcQp:
         self.qpn = self.p.contents.qp_num
         ops = ctypes.cast(ctx.p + 8, ctypes.POINTER(VP * 32)).contents
         self._post = _POST_SEND_FN(ops[_POST_SEND_SLOT])
+        self._post_recv = _POST_RECV_FN(ops[_POST_RECV_SLOT])
         gid = (ctypes.c_uint8 * 16)()
         if _ibv.ibv_query_gid(ctx.p, port, gid_index, ctypes.byref(gid)):
             _errno_raise('ibv_query_gid')
         a = IbvQpAttr(qp_state=QPS_INIT, pkey_index=0, port_num=port,
                       qp_access_flags=ACCESS_ALL)
         self._modify(a, QP_STATE | QP_PKEY_INDEX | QP_PORT | QP_ACCESS_FLAGS)
-        a = IbvQpAttr(qp_state=QPS_RTR, path_mtu=MTU_1024,
-                      dest_qp_num=self.qpn, rq_psn=0, max_dest_rd_atomic=4,
-                      min_rnr_timer=1)
-        ctypes.memmove(ctypes.addressof(a.ah_attr.grh.dgid), gid, 16)
+        self.gid = bytes(gid)
+        if remote is None:
+            remote = {'qpn': self.qpn, 'gid': self.gid, 'psn': psn}
+        a = IbvQpAttr(qp_state=QPS_RTR, path_mtu=path_mtu,
+                      dest_qp_num=remote['qpn'], rq_psn=remote['psn'],
+                      max_dest_rd_atomic=4, min_rnr_timer=1)
+        ctypes.memmove(ctypes.addressof(a.ah_attr.grh.dgid), remote['gid'],
+                       16)
         a.ah_attr.grh.sgid_index = gid_index
         a.ah_attr.grh.hop_limit = 64
         a.ah_attr.is_global = 1
         a.ah_attr.port_num = port
         self._modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN |
                      QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER)
-        a = IbvQpAttr(qp_state=QPS_RTS, sq_psn=0, timeout=14, retry_cnt=7,
+        a = IbvQpAttr(qp_state=QPS_RTS, sq_psn=psn, timeout=14, retry_cnt=7,
                       rnr_retry=7, max_rd_atomic=4)
         self._modify(a, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT |
                      QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC)
@@ -881,6 +918,15 @@ class RcQp:
         bad = ctypes.POINTER(IbvSendWr)()
         return self._post(ctypes.cast(self.p, VP), ctypes.byref(wr),
                           ctypes.byref(bad))
+
+    def post_recv(self, wr_id, addr, length, lkey):
+        """One receive with one SGE; the errno of ibv_post_recv()."""
+        sge = IbvSge(addr=addr, length=length, lkey=lkey)
+        wr = IbvRecvWr(wr_id=wr_id, num_sge=1)
+        wr.sg_list = ctypes.pointer(sge)
+        bad = ctypes.POINTER(IbvRecvWr)()
+        return self._post_recv(ctypes.cast(self.p, VP), ctypes.byref(wr),
+                               ctypes.byref(bad))
 
     def run_rdma(self, *args, timeout=60.0):
         rc = self.post_rdma(*args)

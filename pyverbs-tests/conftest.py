@@ -34,9 +34,28 @@ def pytest_configure(config):
     config.addinivalue_line(
         'markers', 'two_hosts: needs the second machine of '
         'tools/bzc-machines (fixture peer); skipped elsewhere')
+    config.addinivalue_line(
+        'markers', 'both_peers: (test_wire.py) runs against rxe1 and '
+        'against bzc0 on the peer, in the same boot')
+    config.addinivalue_line(
+        'markers', 'wire_cases(cases): (test_wire.py) the (peer kind, '
+        'bzc_serves) pairs the test runs for')
 
 
 def pytest_collection_modifyitems(config, items):
+    # test_wire.py's wire_cases: only the (peer_kind, bzc_serves) pairs named
+    keep, drop = [], []
+    for item in items:
+        m = item.get_closest_marker('wire_cases')
+        params = getattr(getattr(item, 'callspec', None), 'params', {})
+        if m and (params.get('peer_kind'), params.get('bzc_serves')) \
+                not in m.args[0]:
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
     if os.environ.get('PEER_AGENT'):
         return
     for item in items:

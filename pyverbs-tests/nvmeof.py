@@ -6,11 +6,19 @@ A Target is one subsystem with its namespaces, exported on one port
 (rdma or tcp, an IPv4 address and service id); connect() and
 disconnect() are the host's side; ns_devices() finds the block devices
 of a subsystem's namespaces.
+
+As a program it is the target side on another machine
+(test_nvmeof_wire.py runs it on the peer):
+
+    nvmeof.py target-up NQN ADDR SVCID   modules, a null_blk namespace,
+                                         an rdma port
+    nvmeof.py target-down NQN            all of that removed again
 """
 
 import glob
 import os
 import re
+import sys
 
 import bzc_helpers as h
 
@@ -21,17 +29,11 @@ HOSTNQN = 'nqn.2026-11.org.bzc:nvmeof-host'
 NULL_BLK_ARGS = ('nr_devices=1', 'gb=1', 'memory_backed=1')
 
 
-def load_modules(mods):
-    """modprobe each of `mods`; returns (module, stderr) of the first that
-    cannot be loaded, or None."""
-    for mod in mods:
-        args = ['modprobe', mod]
-        if mod == 'null_blk':
-            args += NULL_BLK_ARGS
-        cp = h.run(args, check=False)
-        if cp.returncode:
-            return mod, cp.stderr.strip()
-    return None
+def load_modules(mods, params=None):
+    """modprobe each of `mods` (null_blk with NULL_BLK_ARGS, the others
+    with `params[mod]` where given); returns (module, stderr) of the first
+    that cannot be loaded, or None."""
+    return h.load_modules(mods, {'null_blk': NULL_BLK_ARGS, **(params or {})})
 
 
 def _write(path, value):
@@ -124,3 +126,46 @@ def ctrl_dirs(nqn):
     """sysfs directories of the host's controllers of `nqn`."""
     return [c for c in glob.glob('/sys/class/nvme/nvme*')
             if h.read_file(f'{c}/subsysnqn', '') == nqn]
+
+
+# The target side of a test whose host is on another machine.
+PEER_MODULES = ('nvmet', 'nvmet-rdma', 'null_blk')
+PEER_PORT_ID = 1
+
+
+def _peer_target(nqn, addr='', svcid=''):
+    return Target(nqn, {1: '/dev/nullb0'}, 'rdma', addr, svcid,
+                  PEER_PORT_ID)
+
+
+def target_up(nqn, addr, svcid):
+    missing = load_modules(PEER_MODULES)
+    if missing:
+        sys.exit(f'nvmeof.py: cannot load {missing[0]}: {missing[1]}')
+    _peer_target(nqn, addr, svcid).build()
+
+
+def target_down(nqn):
+    """Undo target_up() in another process: what build() made, found by
+    name, then the modules."""
+    t = _peer_target(nqn)
+    subsys = f'{NVMET}/subsystems/{nqn}'
+    port = f'{NVMET}/ports/{PEER_PORT_ID}'
+    if os.path.islink(f'{port}/subsystems/{nqn}'):
+        t.links.append(f'{port}/subsystems/{nqn}')
+    for path in (subsys, f'{subsys}/namespaces/1', port):
+        if os.path.isdir(path):
+            t.made.append(path)
+    t.remove()
+    for mod in ('nvmet-rdma', 'nvmet', 'null_blk'):
+        h.run(['modprobe', '-r', mod], timeout=120)
+
+
+if __name__ == '__main__':
+    if sys.argv[1:2] == ['target-up'] and len(sys.argv) == 5:
+        target_up(*sys.argv[2:])
+    elif sys.argv[1:2] == ['target-down'] and len(sys.argv) == 3:
+        target_down(sys.argv[2])
+    else:
+        sys.exit('usage: nvmeof.py target-up NQN ADDR SVCID | '
+                 'target-down NQN')

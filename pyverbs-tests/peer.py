@@ -15,6 +15,9 @@ answer, on one connection:
   {"op": "shutdown"}                     -> {"ok": true}, then it exits
   anything wrong                         -> {"ok": false, "error"}
 
+Peer.set_link() switches the peer's device on the bzc link between rxe1
+and bzc0 while the machines run (tools/machine-setup link).
+
 "out" is stdout and stderr together, at most the agent's output limit (the
 end is kept).  Nothing in here asserts test behaviour.
 """
@@ -28,6 +31,12 @@ import time
 MAX_LINE = 4 << 20
 # Port the agent listens on (on the peer's link address).
 DEFAULT_PORT = 7950
+# The kinds of device the peer can put on its bzc link (set_link), as
+# tools/bzc-machines --peer names them.
+LINK_KINDS = ('rxe', 'bzc')
+# tools/machine-setup, at the same path on both machines (they share it).
+MACHINE_SETUP = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))), 'tools', 'machine-setup')
 
 
 class PeerError(AssertionError):
@@ -103,6 +112,20 @@ class Peer:
 
     def shutdown(self):
         self.request({'op': 'shutdown'}, timeout=60)
+
+    def set_link(self, kind, timeout=300):
+        """Put a device of `kind` ('rxe': rxe1, 'bzc': bzc0 with the module
+        built in the shared tree) on the peer's bzc link, in place of the
+        one there (nothing happens when it is there already); returns its
+        name once its GID table has the link's address.  The boot's choice
+        (tools/bzc-machines --peer) is env['BZC_PEER']."""
+        if kind not in LINK_KINDS:
+            raise ValueError(f'no peer device kind {kind!r}')
+        r = self.run([MACHINE_SETUP, 'link', kind], timeout=timeout)
+        lines = r.out.split()
+        if not lines:
+            raise PeerError(f'no device name from the peer:\n{r}')
+        return lines[-1]
 
 
 class BackgroundCommand:

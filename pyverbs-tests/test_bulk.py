@@ -208,6 +208,19 @@ def test_query_unknown_comp_mask_cleared(c):
     assert s.comp_mask == 0
 
 
+def test_query_caps(c):
+    """BZCDV_DEVICE_ATTR_MASK_CAPS: bzc0 exports device memory and takes
+    ODP MRs in bulk WRs, and says so; without the bit, caps is left as
+    the caller had it."""
+    a = c.query_device(comp_mask=dv.DEVICE_ATTR_MASK_CAPS)
+    assert a.comp_mask == dv.DEVICE_ATTR_MASK_CAPS
+    assert a.caps == dv.DEVICE_CAP_EXPORT_DM | dv.DEVICE_CAP_BULK_ODP, \
+        hex(a.caps)
+    a = dv.DeviceAttr(comp_mask=0, caps=0xdead)
+    assert dv.lib.bzcdv_query_device(c.p, ctypes.byref(a)) == 0
+    assert a.caps == 0xdead and a.comp_mask == 0
+
+
 def test_create_chan_bad_args(c, caps):
     cq = c.cq(16)
     for kw in ({'comp_mask': 1 << 1}, {'comp_mask': 1 << 63},

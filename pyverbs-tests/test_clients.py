@@ -16,7 +16,9 @@ finding no device for $BZC_IPV4), and run unchanged once it has it.
 """
 
 import errno
+import os
 import re
+import warnings
 
 import pyverbs.device as d
 import pytest
@@ -25,6 +27,12 @@ import bzc_helpers as h
 import client_runner as cr
 
 pytestmark = pytest.mark.keeps_netdev
+
+BUILD = os.environ.get('BZC_BUILD') or \
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'build')
+# LD_PRELOAD shim that delays a server's Nth rdma_listen()
+LATE_LISTEN = os.path.join(BUILD, 'tools', 'cm-late-listen',
+                           'libcm_late_listen.so')
 
 # A pair (server + client) may take this long; under TCG one process start
 # alone costs up to a second.
@@ -63,17 +71,36 @@ def rdma_cm(dev_info):
 
 
 def no_rdma_cm_retry(out):
-    """The client found nobody listening yet (the CM's reject or a
-    refused connection), as opposed to any other failure."""
-    return bool(re.search(r'REJECTED|Connection refused|UNREACHABLE|'
-                          # perftest: RDMA_CM_EVENT_REJECTED is 8
-                          r'Unexpected CM event bl blka 8\b', out, re.I))
+    """rping's client found nobody listening yet (the CM's reject or a
+    refused connection), as opposed to any other failure.  (perftest -R
+    connects twice: cr.perftest_cm_control_rejected().)"""
+    return bool(re.search(r'REJECTED|Connection refused|UNREACHABLE', out,
+                          re.I))
 
 
 def check_ok(cli, srv):
     assert cli.rc == 0 and srv.rc == 0, \
         f'client and server must both exit 0:\n--- client:\n{cli}\n' \
         f'--- server:\n{srv}'
+
+
+class KnownClientBug(UserWarning):
+    """A client crashed on a known bug of its own, not of the device."""
+
+
+def known_perftest_cm_crash(cli, srv):
+    """If the client died of perftest's RDMA CM retry bug
+    (client_runner.PERFTEST_CM_RETRY_BUG): report it (a warning in the
+    run's summary, with both outputs) and vouch for its kernel log line,
+    then return True; otherwise False."""
+    version = cr.perftest_version()
+    if not cr.perftest_cm_retry_crash(cli, version):
+        return False
+    reason = cr.PERFTEST_CM_RETRY_BUG.format(version=version)
+    h.mark_known_user_crash(os.path.basename(cli.argv[0]), cli.pid, reason)
+    warnings.warn(KnownClientBug(f'{reason}\n--- client:\n{cli}\n'
+                                 f'--- server:\n{srv}'))
+    return True
 
 
 # --------------------------------------------------------------------------
@@ -132,6 +159,12 @@ ATOMIC_SIZE = 8
 # a busy VM the calibration can fail (it says so and reports 0 MB/s): the
 # run is repeated, as the transfer itself was fine
 CLOCK_ATTEMPTS = 3
+# -R on a loaded machine: the server may listen for the data connection
+# after the client's request came, and perftest before 26.04.17 then
+# crashes in its own retry (client_runner.PERFTEST_CM_RETRY_BUG).  That
+# crash, and only it, is reported and the pair run again, this many times
+# in all.
+CM_CRASH_ATTEMPTS = 3
 
 
 def check_perftest_table(r, kind, size, iters, peak=True):
@@ -165,26 +198,76 @@ def test_perftest(tool, cm, dev_info, request):
         args += ['-s', str(size)]
     if cm:
         args.append('-R')
-    for _ in range(CLOCK_ATTEMPTS):
+    clock_fails = cm_crashes = 0
+    while True:
         port = cr.free_tcp_port()
         argv = [tool, *args, '-p', str(port)]
-        cli, srv = cr.run_pair(argv, argv + [h.IPV4], port, PAIR_TIMEOUT,
-                               wait_tcp=not cm,
-                               retry_if=no_rdma_cm_retry if cm else None)
+        cli, srv = cr.run_pair(
+            argv, argv + [h.IPV4], port, PAIR_TIMEOUT, wait_tcp=not cm,
+            retry_if=cr.perftest_cm_control_rejected if cm else None)
+        if cm and known_perftest_cm_crash(cli, srv):
+            cm_crashes += 1
+            if cm_crashes < CM_CRASH_ATTEMPTS:
+                continue
+            pytest.fail(f'{tool} crashed on its known RDMA CM retry bug in '
+                        f'{cm_crashes} runs in a row; last run:\n{cli}\n'
+                        f'--- server:\n{srv}')
         check_ok(cli, srv)
         if not (cr.perftest_clock_failed(cli.out) or
                 cr.perftest_clock_failed(srv.out)):
             break
-    else:
-        pytest.fail(f'{tool} could not calibrate its clock in '
-                    f'{CLOCK_ATTEMPTS} runs (machine too busy to time '
-                    f'anything); last run:\n{cli}\n--- server:\n{srv}')
+        clock_fails += 1
+        if clock_fails == CLOCK_ATTEMPTS:
+            pytest.fail(f'{tool} could not calibrate its clock in '
+                        f'{CLOCK_ATTEMPTS} runs (machine too busy to time '
+                        f'anything); last run:\n{cli}\n--- server:\n{srv}')
     check_perftest_table(cli, kind, size or ATOMIC_SIZE, iters)
     if kind == 'bw':
         # the passive side of the bandwidth tests reports the same row
         # (ib_send_bw's receiver: with no peak figure)
         check_perftest_table(srv, kind, size or ATOMIC_SIZE, iters,
                              peak=False)
+
+
+def test_perftest_cm_late_listener(dev_info, rdma_cm):
+    """ib_send_lat -R whose server listens for the data connection late
+    (tools/cm-late-listen delays its second rdma_listen()), as a loaded
+    machine made it in CI: the client's data connection is rejected.  A
+    perftest with the fix retries, and both sides finish with a result; an
+    older one crashes in that retry (cr.PERFTEST_CM_RETRY_BUG), which must
+    be recognised and reported as that at once, not the client run again
+    against a server that waits for the data connection: that hung until
+    the time limit and hid the crash."""
+    assert os.path.exists(LATE_LISTEN), f'{LATE_LISTEN}: not built'
+    version = cr.perftest_version()
+    args = ['-d', h.DEV, '-x', str(dev_info['gidx']), '-n', '100', '-F',
+            '-s', '8', '-R']
+    delay_ms = 2000
+    for _ in range(3):
+        port = cr.free_tcp_port()
+        argv = ['ib_send_lat', *args, '-p', str(port)]
+        server = ['env', f'LD_PRELOAD={LATE_LISTEN}',
+                  f'BZC_LATE_LISTEN_MS={delay_ms}', *argv]
+        cli, srv = cr.run_pair(server, argv + [h.IPV4], port, PAIR_TIMEOUT,
+                               wait_tcp=False,
+                               retry_if=cr.perftest_cm_control_rejected)
+        if 'RDMA_CM_EVENT_REJECTED' in cli.out:
+            break
+        # the client was later still: it met the listener, so wait longer
+        check_ok(cli, srv)
+        delay_ms *= 2
+    else:
+        pytest.fail(f'the server listened late by up to {delay_ms // 2} ms '
+                    f'and still no data connection was rejected; last run:'
+                    f'\n{cli}\n--- server:\n{srv}')
+    if cr.perftest_has_cm_retry_bug(version):
+        assert known_perftest_cm_crash(cli, srv), \
+            f'perftest {version} has the RDMA CM retry bug, but its ' \
+            f'client did not end the way it makes it:\n{cli}\n' \
+            f'--- server:\n{srv}'
+    else:
+        check_ok(cli, srv)
+        check_perftest_table(cli, 'lat', 8, 100)
 
 
 # --------------------------------------------------------------------------

@@ -11,7 +11,11 @@ import bzc_helpers as h
 
 COUNTERS = ['doorbells', 'sent_wqes', 'sent_bytes', 'send_errors',
             'rcvd_msgs', 'rnr_naks', 'cq_overflows', 'bulk_wqes',
-            'bulk_bytes']
+            'bulk_bytes',
+            # The wire's: loopback traffic must leave them at 0.
+            'tx_packets', 'tx_bytes', 'rx_packets', 'rx_bytes', 'rx_drops',
+            'rx_icrc_errors', 'rx_duplicates', 'rx_out_of_sequence',
+            'retransmits', 'naks_sent', 'naks_received', 'tx_errors']
 SZ = 64 * 1024
 
 

@@ -4,8 +4,13 @@ something: the kernel log check sees new lines, and the environment is the
 one the harness promised."""
 
 import os
+import subprocess
+import tempfile
 
 import bzc_helpers as h
+
+KERNEL_LOG_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                             '..', 'tools', 'lib', 'kernel-log.sh')
 
 
 def test_kernel_log_reader_sees_new_lines():
@@ -40,6 +45,46 @@ def test_kernel_log_pattern():
                'bzc: loading out-of-tree module taints kernel.',
                'bzc: bzcnet0 already carries bzc0'):
         assert not h.bad_kernel_lines([ok]), ok
+
+
+def run_kernel_problems(lines):
+    """tools/lib/kernel-log.sh's kernel_problems (the check of a whole
+    machine run) on `lines`, given dmesg time stamps; its lines without
+    them."""
+    with tempfile.NamedTemporaryFile('w', suffix='.log') as f:
+        for i, l in enumerate(lines):
+            f.write(f'[{i + 30:5d}.000000] {l}\n')
+        f.flush()
+        r = subprocess.run(['bash', '-c', '. "$1" && kernel_problems "$2"',
+                            'kernel_problems', KERNEL_LOG_SH, f.name],
+                           stdout=subprocess.PIPE, text=True, check=True)
+    return [l.split('] ', 1)[1] for l in r.stdout.splitlines()]
+
+
+def test_known_user_crash_mark():
+    """A process's general protection fault fails the test and the run,
+    unless the test logged afterwards that this process's crash is a known
+    bug (h.mark_known_user_crash(), as test_clients.py does for perftest's
+    RDMA CM retry).  The mark excuses nothing else: not another process,
+    not a later fault, not a kernel GPF or warning."""
+    user_gpf = ('traps: ib_send_lat[219] general protection fault '
+                'ip:7f0c5147e472 sp:7ffe0c6eefb0 error:0 in '
+                'librdmacm.so.1.3.44.0[7f0c51478000+15000]')
+    other_gpf = user_gpf.replace('[219]', '[220]')
+    kernel_gpf = ('general protection fault, probably for non-canonical '
+                  'address 0x10012c60e980002: 0000 [#1] PREEMPT SMP NOPTI')
+    warning = 'WARNING: CPU: 0 PID: 219 at drivers/infiniband/core/cma.c:1'
+    mark = f'{h.KNOWN_CRASH_MARK}ib_send_lat[219]: a known bug of its own'
+    cases = [
+        ([user_gpf], [user_gpf]),
+        ([user_gpf, mark], []),
+        ([mark, user_gpf], [user_gpf]),
+        ([user_gpf, other_gpf, kernel_gpf, warning, mark],
+         [other_gpf, kernel_gpf, warning]),
+    ]
+    for lines, bad in cases:
+        assert h.bad_kernel_lines(lines) == bad, lines
+        assert run_kernel_problems(lines) == bad, lines
 
 
 def test_environment():

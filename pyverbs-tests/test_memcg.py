@@ -65,8 +65,11 @@ def _run_child(kind, count, group=None):
         with open(os.path.join(group, 'cgroup.procs'), 'w') as f:
             f.write(str(os.getpid()))
 
+    # All of Python's memory from glibc's heap, which the child reserves
+    # (memcg_child.py says why).
+    env = dict(os.environ, PYTHONMALLOC='malloc')
     cp = subprocess.run([sys.executable, CHILD, h.DEV, kind, str(count)],
-                        preexec_fn=enter if group else None,
+                        preexec_fn=enter if group else None, env=env,
                         capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, \
         f'child ({kind}, in group: {bool(group)}) exited with ' \

@@ -5,7 +5,7 @@ the device would.
 
 The target exports two namespaces on $BZC_IPV4 port 4420: a memory-backed
 null_blk device and a file in the guest's tmpfs. The host connects with
-`nvme connect -t rdma` (nvme-cli); fio (nvmeof-verify.fio) writes 4 KiB
+`nvme connect -t rdma` (nvme-cli); fio (fio-verify.fio) writes 4 KiB
 random and 1 MiB sequential I/O to each namespace and reads every block
 back against its crc32c. nvme-rdma registers I/O buffers with fast
 registration (REG_MR on its send queue, the target's SEND_WITH_INV or a
@@ -14,23 +14,24 @@ a registration names are where the bytes went. Then disconnect, the
 configfs tree removed, the modules unloaded; the kernel log is checked
 (conftest.py) for warnings.
 
+Everything runs twice: nvmet-rdma with a receive queue per QP, and with
+`use_srq=1`, where the target posts its receives to kernel SRQs of bzc0
+shared by its QPs.
+
 Skips name what is missing: nvme-cli or fio, a module of the kernel.
 """
 
-import json
 import os
 import shutil
-import subprocess
 
 import pytest
 
 import bzc_helpers as h
+import fio_verify
 import nvmeof as nv
 
 pytestmark = pytest.mark.keeps_netdev
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-JOB = os.path.join(HERE, 'nvmeof-verify.fio')
 NQN = 'nqn.2026-11.org.bzc:nvmeof-test'
 PORT = 4420
 NS_FILE = '/tmp/bzc-nvmeof-ns2.img'
@@ -42,17 +43,20 @@ MODULES = ('nvmet', 'nvmet-rdma', 'nvme-rdma', 'null_blk')
 
 
 def _need_tools():
-    for tool, pkg in (('nvme', 'nvme-cli'), ('fio', 'fio')):
-        if not shutil.which(tool):
-            pytest.skip(f'{tool} not installed (Debian package {pkg}; '
-                        f'tools/setup-debian installs it)')
+    if not shutil.which('nvme'):
+        pytest.skip('nvme not installed (Debian package nvme-cli; '
+                    'tools/setup-debian installs it)')
+    fio_verify.need_fio()
 
 
-@pytest.fixture(scope='module')
-def nvmeof():
-    """The target on bzc0 and the host connected to it: {nsid: device}."""
+@pytest.fixture(scope='module', params=(False, True), ids=('rq', 'srq'))
+def nvmeof(request):
+    """The target on bzc0 and the host connected to it: {nsid: device};
+    the target's receives on its QPs' own queues, or on SRQs (the
+    parameter: nvmet-rdma's use_srq, read when the module loads)."""
     _need_tools()
-    missing = nv.load_modules(MODULES)
+    missing = nv.load_modules(
+        MODULES, {'nvmet-rdma': (f'use_srq={int(request.param)}',)})
     if missing:
         pytest.skip(f'kernel module {missing[0]} cannot be loaded: '
                     f'{missing[1]}')
@@ -89,32 +93,27 @@ def test_connected_over_bzc(nvmeof):
         == 'Y'
 
 
+def test_target_srqs(nvmeof, request):
+    """With use_srq=1 the target's receives sit on kernel SRQs of bzc0
+    (as the core's resource tracking lists them); without, on none."""
+    use_srq = request.node.callspec.params['nvmeof']
+    assert h.read_file('/sys/module/nvmet_rdma/parameters/use_srq') == \
+        ('Y' if use_srq else 'N')
+    srqs = h.rdma_res_list('srq')
+    kernel_srqs = [s for s in srqs if s.get('pid') is None]
+    if use_srq:
+        assert kernel_srqs, srqs
+    else:
+        assert not kernel_srqs, srqs
+
+
 @pytest.mark.parametrize('nsid', (1, 2), ids=('null_blk', 'file'))
 def test_fio_verify(nvmeof, nsid):
     """4 KiB random and 1 MiB sequential writes read back with crc32c,
     carried by bzc0 (its counters grow by at least the bytes moved)."""
     dev = nvmeof[nsid]
     before = h.hw_counters()
-    env = dict(os.environ, NVMEOF_DEV=dev, NVMEOF_RAND_SIZE=RAND_SIZE,
-               NVMEOF_SEQ_SIZE=SEQ_SIZE)
-    cp = subprocess.run(['fio', '--output-format=json', JOB], env=env,
-                        cwd='/tmp', capture_output=True, text=True,
-                        timeout=900)
-    assert cp.returncode == 0, f'fio exit {cp.returncode}\n{cp.stdout}\n' \
-                               f'{cp.stderr}'
-    # fio may print warnings before the JSON.
-    report = json.loads(cp.stdout[cp.stdout.index('{'):])
-    jobs = {j['jobname']: j for j in report['jobs']}
-    assert set(jobs) == {'rand4k', 'seq1m'}, jobs.keys()
-    moved = 0
-    for name, size in (('rand4k', RAND_SIZE), ('seq1m', SEQ_SIZE)):
-        j = jobs[name]
-        want = int(size[:-1]) << 20
-        assert j['error'] == 0, (name, j['error'])
-        assert j['write']['io_bytes'] == want, (name, j['write'])
-        # The verify pass reads everything written.
-        assert j['read']['io_bytes'] == want, (name, j['read'])
-        moved += 2 * want
+    moved = fio_verify.run(dev, RAND_SIZE, SEQ_SIZE)
     after = h.hw_counters()
     assert after['sent_bytes'] - before['sent_bytes'] >= moved, \
         (before, after)

@@ -209,6 +209,12 @@ def _cmid_server(ready, result):
         cid.post_send(mr, e.IBV_SEND_SIGNALED, MSG)
         swc = cid.get_send_comp()
         result.put(('ok', wc.status, wc.byte_len, swc.status, got))
+        # The queue's feeder thread sends the result, but the synchronous
+        # rdma_disconnect() below blocks holding the GIL until the client
+        # answers the DREQ, which it does only after reading the result:
+        # without the flush both wait for the DREQ to time out (70 s).
+        result.close()
+        result.join_thread()
         cid.disconnect()
         cid.close()
         sid.close()

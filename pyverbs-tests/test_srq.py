@@ -210,12 +210,22 @@ def test_create_srq_ex(ctx):
         srq = SRQ(ctx, attr)
         assert srq.query().max_wr >= 8
         srq.close()
-        # XRC SRQs are not supported: a clean EOPNOTSUPP
+        # An XRC SRQ needs an XRC domain and a CQ (test_xrc.py has the
+        # rest); a tag-matching one is not supported: a clean EOPNOTSUPP
         attr = SrqInitAttrEx(max_wr=8, max_sge=1)
         attr.comp_mask = e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD
         attr.srq_type = e.IBV_SRQT_XRC
         attr.pd = pd
+        assert rdma_errno(lambda: SRQ(ctx, attr)) == errno.EINVAL
+        cq = CQ(ctx, 8, None, None, 0)
+        attr = SrqInitAttrEx(max_wr=8, max_sge=1)
+        attr.comp_mask = (e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD |
+                          e.IBV_SRQ_INIT_ATTR_CQ)
+        attr.srq_type = e.IBV_SRQT_TM
+        attr.pd = pd
+        attr.cq = cq
         assert rdma_errno(lambda: SRQ(ctx, attr)) == errno.EOPNOTSUPP
+        cq.close()
     finally:
         pd.close()
 

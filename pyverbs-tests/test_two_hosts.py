@@ -1,26 +1,22 @@
 # SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
 """Two machines on one Ethernet link (tools/bzc-machines): the harness
-itself, proven with what crosses a wire today.
+itself, and the helpers the two-machine tests share.
 
 This machine (A) and the peer (B, reached through the `peer` fixture) each
 have the reference device rxe0 on the reference link's NIC ($RXE_NETDEV,
-rxelink0, MTU 9000).  Every test runs a
-server on B and its client here, with both exit statuses and outputs
-checked, and the NICs' byte counters showing that the data crossed the
-link: ibv_rc_pingpong with its data check, ib_write_bw against the wall
-clock, rping with verification, TCP (iperf3), and the pingpong again with
-netem dropping, reordering and duplicating packets on both ends.
+rxelink0, MTU 9000).  The tests here run a server on B and its client
+here, with both exit statuses and outputs checked, and the NICs' byte
+counters showing that the data crossed the link: ibv_rc_pingpong rxe0 to
+rxe0 with its data check (the harness works without bzc), and TCP
+(iperf3), the yardstick of the benchmarks.
 
-bzc0 has no wire yet, so the bzc0<->bzc0 and bzc0<->rxe variants are not
-here: they will be these tests run on the other link, bzclink0
-($BZC_NETDEV), between bzc0 here and $BZC_LINK_DEV on the peer (bzc0 or
-rxe1, tools/bzc-machines --peer).
+bzc0 on the wire, against $BZC_LINK_DEV on the peer over the other link
+(bzclink0, $BZC_NETDEV): test_wire.py.
 """
 
 import ipaddress
 import json
 import os
-import re
 import time
 
 import pytest
@@ -175,69 +171,6 @@ def test_rc_pingpong_rxe(peer, link):
     rc_pingpong(peer, link, 65536, 50)
 
 
-def test_write_bw_rxe(peer, link):
-    """ib_write_bw rxe0 -> rxe0, 1 MiB WRITEs: the bytes cross the link,
-    and perftest's figure (when its clock calibrated) is no lower than
-    what the wall clock around the client gives, which also counts the
-    connection setup."""
-    size, iters = MIB, 8
-    port = cr.free_tcp_port()
-    common = ['-s', str(size), '-n', str(iters), '-F', '-p', str(port)]
-    server = ['ib_write_bw', '-d', RXE, '-x', str(link['peer_gidx']),
-              *common]
-    client = ['ib_write_bw', '-d', RXE, '-x', str(link['gidx']), *common,
-              link['peer_ipv4']]
-    before = nic_bytes(peer)
-    t0 = time.monotonic()
-    cli, srv = run_pair(peer, server, client, port)
-    wall = time.monotonic() - t0
-    after = nic_bytes(peer)
-    check_ok(cli, srv)
-    assert_crossed(before, after, size * iters, 'ib_write_bw')
-    rows = cr.perftest_rows(cli.out, cr.BW_COLUMNS)
-    assert len(rows) == 1 and rows[0]['bytes'] == size and \
-        rows[0]['iterations'] == iters, f'expected one result row:\n{cli}'
-    wall_mib_s = size * iters / MIB / wall
-    reported = rows[0]['bw_avg']
-    print(f'ib_write_bw {RXE}->{RXE} over {LINK}: perftest {reported} MiB/s,'
-          f' wall clock {wall_mib_s:.2f} MiB/s ({size * iters} B in '
-          f'{wall:.2f} s)')
-    if cr.perftest_clock_failed(cli.out):
-        pytest.fail(f'perftest could not calibrate its clock (reported '
-                    f'{reported}); wall clock {wall_mib_s:.2f} MiB/s:\n{cli}',
-                    pytrace=False)
-    assert reported >= 0.9 * wall_mib_s, \
-        f'perftest reports {reported} MiB/s, less than the wall clock\'s ' \
-        f'{wall_mib_s:.2f} MiB/s for the whole run:\n{cli}'
-
-
-def no_listener_yet(out):
-    """rping found nobody listening yet (CM reject, refused, unreachable)."""
-    return bool(re.search(r'REJECTED|Connection refused|UNREACHABLE', out,
-                          re.I))
-
-
-def test_rping_rxe(peer, link):
-    """rping (RDMA CM) across the link with -V: every ping verified on
-    both ends."""
-    assert cr.rdma_cm_device(link['ipv4']) == RXE
-    count, size = 10, 4096
-    port = cr.free_tcp_port()
-    common = ['-a', link['peer_ipv4'], '-p', str(port), '-C', str(count),
-              '-S', str(size), '-V', '-v']
-    before = nic_bytes(peer)
-    cli, srv = run_pair(peer, ['rping', '-s', *common],
-                        ['rping', '-c', *common], retry_if=no_listener_yet)
-    after = nic_bytes(peer)
-    check_ok(cli, srv)
-    for who, r, prefix in (('client', cli, 'ping data'),
-                           ('server', srv, 'server ping data')):
-        got = re.findall(rf'^{prefix}: rdma-ping-(\d+): ', r.out, re.M)
-        assert got == [str(i) for i in range(count)], \
-            f'{who}: expected pings 0..{count - 1}:\n{r}'
-    assert_crossed(before, after, count * size, 'rping')
-
-
 def test_tcp_iperf3(peer, link):
     """TCP across the link (iperf3, 2 s)."""
     port = cr.free_tcp_port()
@@ -258,31 +191,3 @@ def test_tcp_iperf3(peer, link):
 
 # (netem reorders only packets it delays: reordering needs a delay)
 NETEM = ['delay', '1ms', 'loss', '1%', 'reorder', '1%', 'duplicate', '0.5%']
-
-
-def netem_cmd(verb):
-    return ['tc', 'qdisc', verb, 'dev', LINK, 'root', 'netem', *NETEM] \
-        if verb == 'add' else ['tc', 'qdisc', 'del', 'dev', LINK, 'root']
-
-
-def test_rc_pingpong_rxe_netem(peer, link):
-    """netem (sch_netem) on both ends losing, reordering and duplicating
-    packets: rxe's RC retransmits and ibv_rc_pingpong's data stays intact."""
-    h.run(netem_cmd('add'))
-    try:
-        peer.run(netem_cmd('add'))
-        try:
-            for who, out in (('here', h.run(['tc', 'qdisc', 'show', 'dev',
-                                             LINK]).stdout),
-                             ('peer', peer.run(['tc', 'qdisc', 'show', 'dev',
-                                                LINK]).out)):
-                assert re.search(r'qdisc netem .*delay 1ms.*loss 1%'
-                                 r'.*duplicate 0.5%.*reorder 1%', out), \
-                    f'{who}: no netem qdisc on {LINK}:\n{out}'
-            assert os.path.isdir('/sys/module/sch_netem')
-            peer.run(['test', '-d', '/sys/module/sch_netem'])
-            rc_pingpong(peer, link, 16384, 200)
-        finally:
-            peer.run(netem_cmd('del'))
-    finally:
-        h.run(netem_cmd('del'))
