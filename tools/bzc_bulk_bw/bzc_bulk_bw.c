@@ -8,12 +8,20 @@
  *   bzc_bulk_bw [opts] HOST            client of a server on HOST
  *   bzc_bulk_bw --reg-bench [-s SIZE] [-n N]
  *                                      MR cache hit vs ibv_reg_mr+dereg
+ *   bzc_bulk_bw --qp --server [opts]   a plain RC QP and MR (any device:
+ *                                      rxe, a RoCE NIC, bzc), no channel
+ *   bzc_bulk_bw --qp [opts] HOST       the client's channel carried on an
+ *                                      RC QP to that server's QP
+ *                                      (bzcdv_connect_bulk_chan_qp)
  *
  * The client (or the first loopback channel) posts the WRs; the far side
  * provides its address (GID and channel number), buffer address and rkey
  * over the TCP control connection, and learns the client's address in
  * return: the two channels connect to each other (bzcdv_connect_bulk_chan)
- * before any WR runs.  --check verifies the moved data afterwards.
+ * before any WR runs.  With --qp the two sides connect RC QPs instead
+ * (QPN and GID over TCP, PSN 0, each side's port MTU) and the client's
+ * channel sends its WRs as RDMA messages on its QP, so the server needs
+ * no bzc at all.  --check verifies the moved data afterwards.
  */
 
 #include <arpa/inet.h>
@@ -50,9 +58,12 @@ static struct {
 	unsigned int depth;
 	enum bzcdv_bulk_opcode op;
 	bool cached;
+	bool odp;		/* --odp: MRs with IBV_ACCESS_ON_DEMAND */
+	bool warm;		/* --warm: one untimed WR first */
 	bool check;
 	bool events;
 	bool reg_bench;
+	bool qp;
 	int gid_index;		/* -1: the first GID the port has */
 } opt = {
 	.dev = "bzc0",
@@ -118,6 +129,11 @@ static bool check_pattern(const uint8_t *p, uint64_t len)
 	return true;
 }
 
+static int odp_access(void)
+{
+	return opt.odp ? IBV_ACCESS_ON_DEMAND : 0;
+}
+
 static void *alloc_buf(uint64_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -140,7 +156,9 @@ static struct ibv_context *open_dev(void)
 	for (i = 0; i < n; i++) {
 		if (strcmp(ibv_get_device_name(list[i]), opt.dev))
 			continue;
-		if (!bzcdv_is_supported(list[i])) {
+		/* A --qp server is a plain RC QP: any RDMA device. */
+		if (!(opt.qp && opt.mode == SERVER) &&
+		    !bzcdv_is_supported(list[i])) {
 			fprintf(stderr, "bzc_bulk_bw: %s is not a bzc device\n",
 				opt.dev);
 			exit(1);
@@ -166,6 +184,8 @@ struct side {
 	struct bzcdv_bulk_chan *chan;
 	uint8_t *buf;
 	struct ibv_mr *mr;		/* NULL with --cached (lkey 0) */
+	struct ibv_cq *qp_cq;		/* --qp: the QP and its CQ */
+	struct ibv_qp *qp;
 };
 
 /* The channel's address: GID -g, or the first the port has. */
@@ -204,6 +224,72 @@ static void connect_chan(struct side *s, const uint8_t *gid,
 		die("bzcdv_connect_bulk_chan", ret);
 }
 
+/* --qp: an RC QP on @s's PD, in INIT. */
+static void qp_create(struct ibv_context *ctx, struct side *s)
+{
+	struct ibv_qp_init_attr ia = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = 1,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ,
+	};
+
+	s->qp_cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!s->qp_cq)
+		die("ibv_create_cq", errno);
+	ia.send_cq = ia.recv_cq = s->qp_cq;
+	s->qp = ibv_create_qp(s->pd, &ia);
+	if (!s->qp)
+		die("ibv_create_qp", errno);
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("ibv_modify_qp(INIT)", errno);
+}
+
+/* --qp: bring @s's QP to RTS addressed at QP @qpn behind @gid (PSNs 0). */
+static void qp_connect(struct ibv_context *ctx, struct side *s,
+		       const uint8_t *gid, uint32_t qpn)
+{
+	struct ibv_port_attr port;
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.dest_qp_num = qpn,
+		.max_dest_rd_atomic = 4,
+		.min_rnr_timer = 12,
+		.ah_attr = {
+			.is_global = 1,
+			.port_num = 1,
+			.grh = { .sgid_index = (uint8_t)s->gid_index,
+				 .hop_limit = 64 },
+		},
+	};
+
+	if (ibv_query_port(ctx, 1, &port))
+		die("ibv_query_port", errno);
+	a.path_mtu = port.active_mtu;
+	memcpy(a.ah_attr.grh.dgid.raw, gid, sizeof(a.ah_attr.grh.dgid.raw));
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die("ibv_modify_qp(RTR)", errno);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			  IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+		die("ibv_modify_qp(RTS)", errno);
+}
+
 static void side_init(struct ibv_context *ctx, struct side *s, uint64_t len,
 		      bool reg)
 {
@@ -226,15 +312,20 @@ static void side_init(struct ibv_context *ctx, struct side *s, uint64_t len,
 	attr.pd = s->pd;
 	attr.cq = s->cq;
 	attr.depth = opt.depth;
-	s->chan = bzcdv_create_bulk_chan(ctx, &attr);
-	if (!s->chan)
-		die("bzcdv_create_bulk_chan", errno);
+	/* A --qp server has no channel: its device need not be bzc. */
+	if (!(opt.qp && opt.mode == SERVER)) {
+		s->chan = bzcdv_create_bulk_chan(ctx, &attr);
+		if (!s->chan)
+			die("bzcdv_create_bulk_chan", errno);
+	}
+	if (opt.qp)
+		qp_create(ctx, s);
 	s->buf = alloc_buf(len);
 	if (reg) {
 		s->mr = ibv_reg_mr(s->pd, s->buf, len,
 				   IBV_ACCESS_LOCAL_WRITE |
 					   IBV_ACCESS_REMOTE_WRITE |
-					   IBV_ACCESS_REMOTE_READ);
+					   IBV_ACCESS_REMOTE_READ | odp_access());
 		if (!s->mr)
 			die("ibv_reg_mr", errno);
 	}
@@ -246,9 +337,14 @@ static void side_fini(struct side *s, uint64_t len)
 
 	if (s->mr && ibv_dereg_mr(s->mr))
 		die("ibv_dereg_mr", errno);
-	ret = bzcdv_destroy_bulk_chan(s->chan);
+	/* The channel holds the QP: it goes first. */
+	ret = s->chan ? bzcdv_destroy_bulk_chan(s->chan) : 0;
 	if (ret)
 		die("bzcdv_destroy_bulk_chan", ret);
+	if (s->qp && ibv_destroy_qp(s->qp))
+		die("ibv_destroy_qp", errno);
+	if (s->qp_cq)
+		ibv_destroy_cq(s->qp_cq);
 	ibv_destroy_cq(s->cq);
 	if (s->cc)
 		ibv_destroy_comp_channel(s->cc);
@@ -299,8 +395,20 @@ static double run_size(struct side *l, const struct far_info *far,
 	struct bzcdv_bulk_wr *bad;
 	unsigned int posted = 0, done = 0;
 	struct ibv_wc wc[16];
-	double t0 = now();
+	double t0;
 	int n, ret, i;
+
+	/* --warm: the first touch of each page (ODP faults) goes untimed. */
+	if (opt.warm) {
+		unsigned int iters = opt.iters;
+
+		opt.warm = false;
+		opt.iters = 1;
+		run_size(l, far, len);
+		opt.iters = iters;
+		opt.warm = true;
+	}
+	t0 = now();
 
 	while (done < opt.iters) {
 		while (posted < opt.iters && posted - done < opt.depth) {
@@ -358,7 +466,7 @@ static void header(bool memcpy_col)
 {
 	printf("# bzc_bulk_bw: %s, device %s, %u iterations, depth %u%s\n",
 	       op_name(), opt.dev, opt.iters, opt.depth,
-	       opt.cached ? ", lkey 0 (MR cache)" : "");
+	       opt.cached ? ", lkey 0 (MR cache)" : opt.odp ? ", ODP MRs" : "");
 	printf("%-14s %-10s %-14s%s%s\n", "#bytes", "#iters", "BW[GB/s]",
 	       memcpy_col ? " memcpy[GB/s]" : "", opt.check ? "  check" : "");
 }
@@ -386,7 +494,8 @@ static int loopback(void)
 		f.buf = alloc_buf(last);
 		if (!opt.cached) {
 			f.mr = ibv_reg_mr(l.pd, f.buf, last,
-					  IBV_ACCESS_LOCAL_WRITE);
+					  IBV_ACCESS_LOCAL_WRITE |
+						  odp_access());
 			if (!f.mr)
 				die("ibv_reg_mr", errno);
 		}
@@ -527,11 +636,13 @@ static int server(void)
 	sizes(&first, &last);
 	side_init(ctx, &s, last, true);
 	fill_pattern(s.buf, last);
-	printf("# bzc_bulk_bw server: channel %u, %" PRIu64
-	       " bytes, waiting on port %s\n", s.chan->chan_num, last, opt.port);
+	printf("# bzc_bulk_bw server: %s %u, %" PRIu64
+	       " bytes, waiting on port %s\n", opt.qp ? "RC QP" : "channel",
+	       opt.qp ? s.qp->qp_num : s.chan->chan_num, last, opt.port);
 	fflush(stdout);
 	fd = tcp_connect();
-	info.chan_num = htobe32(s.chan->chan_num);
+	/* --qp: a QP number where a channel number would be. */
+	info.chan_num = htobe32(opt.qp ? s.qp->qp_num : s.chan->chan_num);
 	info.rkey = htobe32(s.mr->rkey);
 	info.addr = htobe64((uintptr_t)s.buf);
 	info.size = htobe64(last);
@@ -539,7 +650,10 @@ static int server(void)
 	xfer(fd, &info, sizeof(info), true);
 	/* Accept the client's channel, then tell it so. */
 	xfer(fd, &peer, sizeof(peer), false);
-	connect_chan(&s, peer.gid, be32toh(peer.chan_num));
+	if (opt.qp)
+		qp_connect(ctx, &s, peer.gid, be32toh(peer.chan_num));
+	else
+		connect_chan(&s, peer.gid, be32toh(peer.chan_num));
 	ok = htobe32(1);
 	xfer(fd, &ok, sizeof(ok), true);
 	for (;;) {
@@ -592,11 +706,20 @@ static int client(void)
 	}
 	side_init(ctx, &l, last, !opt.cached);
 	/* Both channels name each other before anything runs. */
-	mine.chan_num = htobe32(l.chan->chan_num);
+	mine.chan_num = htobe32(opt.qp ? l.qp->qp_num : l.chan->chan_num);
 	memcpy(mine.gid, l.gid.raw, sizeof(mine.gid));
+	if (opt.qp)		/* RTR before the server may send */
+		qp_connect(ctx, &l, far.gid, far.chan_num);
 	xfer(fd, &mine, sizeof(mine), true);
 	xfer(fd, &res, sizeof(res), false);
-	connect_chan(&l, far.gid, far.chan_num);
+	if (opt.qp) {
+		int ret = bzcdv_connect_bulk_chan_qp(l.chan, l.qp);
+
+		if (ret)
+			die("bzcdv_connect_bulk_chan_qp", ret);
+	} else {
+		connect_chan(&l, far.gid, far.chan_num);
+	}
 	if (opt.op == BZCDV_BULK_WRITE)
 		fill_pattern(l.buf, last);
 	header(false);
@@ -623,8 +746,9 @@ static int client(void)
 			xfer(fd, &res, sizeof(res), false);
 			ok = be32toh(res) != 0;
 		}
-		printf("%-14" PRIu64 " %-10u %-14.3f%s\n", len, opt.iters,
-		       (double)len * opt.iters / t / 1e9,
+		/* Across hosts, MB/s matter: more digits. */
+		printf("%-14" PRIu64 " %-10u %-14.*f%s\n", len, opt.iters,
+		       opt.qp ? 6 : 3, (double)len * opt.iters / t / 1e9,
 		       opt.check ? (ok ? "  ok" : "  FAILED") : "");
 		fflush(stdout);
 		ok_all = ok_all && ok;
@@ -647,7 +771,7 @@ static int reg_bench(void)
 	struct bzcdv_mr_cache_stats st = {};
 	struct bzcdv_mr_cached *cm;
 	struct ibv_pd *pd;
-	double t0, t_reg, t_miss, t_hit;
+	double t0, t_reg, t_odp, t_miss, t_hit;
 	unsigned int i, hits = 0;
 	uint8_t *buf;
 	int ret;
@@ -669,6 +793,20 @@ static int reg_bench(void)
 			die("ibv_dereg_mr", errno);
 	}
 	t_reg = (now() - t0) / opt.iters;
+
+	/* An ODP MR pins nothing: its cost does not grow with the pages. */
+	t0 = now();
+	for (i = 0; i < opt.iters; i++) {
+		struct ibv_mr *mr = ibv_reg_mr(pd, buf, len,
+					       IBV_ACCESS_LOCAL_WRITE |
+						       IBV_ACCESS_REMOTE_WRITE |
+						       IBV_ACCESS_ON_DEMAND);
+		if (!mr)
+			die("ibv_reg_mr (ODP)", errno);
+		if (ibv_dereg_mr(mr))
+			die("ibv_dereg_mr", errno);
+	}
+	t_odp = (now() - t0) / opt.iters;
 
 	t0 = now();
 	cm = bzcdv_reg_mr_cached(pd, buf, len,
@@ -701,6 +839,8 @@ static int reg_bench(void)
 	printf("# bzc_bulk_bw --reg-bench: %" PRIu64 " bytes, %u iterations, "
 	       "device %s\n", len, opt.iters, opt.dev);
 	printf("ibv_reg_mr+ibv_dereg_mr   %12.1f us\n", t_reg * 1e6);
+	printf("the same, ODP             %12.1f us  (%.0fx cheaper)\n",
+	       t_odp * 1e6, t_odp > 0 ? t_reg / t_odp : 0.0);
 	printf("reg_mr_cached (miss)      %12.1f us\n", t_miss * 1e6);
 	printf("reg_mr_cached+release hit %12.1f us  (%u/%u hits, %.0fx faster "
 	       "than reg+dereg)\n", t_hit * 1e6, hits, opt.iters,
@@ -748,9 +888,15 @@ static void usage(void)
 	       "  -g, --gid-index N  the channels' address (default: the "
 	       "first GID)\n"
 	       "  -c, --cached     local memory by address (lkey 0, MR cache)\n"
+	       "  -O, --odp        MRs registered on demand (IBV_ACCESS_ON_DEMAND)\n"
+	       "  -w, --warm       one untimed WR of each size first\n"
 	       "  -C, --check      verify the data moved\n"
 	       "  -e, --events     wait for completions on a completion channel "
 	       "instead of polling\n"
+	       "  -Q, --qp         connect RC QPs (server: any device, no "
+	       "channel); the\n"
+	       "                   client's channel runs on its QP "
+	       "(bzcdv_connect_bulk_chan_qp)\n"
 	       "  -R, --reg-bench  time MR cache hits against ibv_reg_mr+"
 	       "ibv_dereg_mr of -s bytes (default 64m)\n");
 }
@@ -768,16 +914,19 @@ int main(int argc, char **argv)
 		{ "op", required_argument, NULL, 'o' },
 		{ "gid-index", required_argument, NULL, 'g' },
 		{ "cached", no_argument, NULL, 'c' },
+		{ "odp", no_argument, NULL, 'O' },
+		{ "warm", no_argument, NULL, 'w' },
 		{ "check", no_argument, NULL, 'C' },
 		{ "events", no_argument, NULL, 'e' },
 		{ "reg-bench", no_argument, NULL, 'R' },
+		{ "qp", no_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	bool size_set = false;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "Sd:p:s:an:t:o:g:cCeRh", lo,
+	while ((c = getopt_long(argc, argv, "Sd:p:s:an:t:o:g:cOwCeQRh", lo,
 				NULL)) != -1) {
 		switch (c) {
 		case 'S': opt.mode = SERVER; break;
@@ -801,9 +950,12 @@ int main(int argc, char **argv)
 			break;
 		case 'g': opt.gid_index = atoi(optarg); break;
 		case 'c': opt.cached = true; break;
+		case 'O': opt.odp = true; break;
+		case 'w': opt.warm = true; break;
 		case 'C': opt.check = true; break;
 		case 'e': opt.events = true; break;
 		case 'R': opt.reg_bench = true; break;
+		case 'Q': opt.qp = true; break;
 		case 'h': usage(); return 0;
 		default: usage(); return 2;
 		}
@@ -821,6 +973,11 @@ int main(int argc, char **argv)
 		}
 		opt.host = argv[optind];
 		opt.mode = CLIENT;
+	}
+	if (opt.qp && opt.mode == LOOPBACK) {
+		fprintf(stderr, "bzc_bulk_bw: --qp needs a server and a "
+				"client\n");
+		return 2;
 	}
 	if (opt.reg_bench) {
 		if (!size_set)
