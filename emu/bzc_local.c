@@ -22,8 +22,7 @@
  *
  * Return: the device, referenced (ib_device_put()), or NULL.
  */
-struct bzc_dev *bzc_dev_by_gid(struct bzc_dev *from,
-				      const union ib_gid *gid)
+struct bzc_dev *bzc_dev_by_gid(struct bzc_dev *from, const union ib_gid *gid)
 {
 	const struct in6_addr *addr = (const struct in6_addr *)gid->raw;
 	struct net_device *ndev;

@@ -97,7 +97,7 @@ static void bzc_resp_unmap_u64(struct bzc_mr *mr, u64 *p)
  * Return: BZC_AETH_ACK, or the NAK syndrome (see bzc_resp_map_u64()).
  */
 u8 bzc_resp_atomic_pd(struct bzc_qp *tqp, struct ib_pd *pd,
-		       const struct bzc_msg *msg, u64 *orig)
+		      const struct bzc_msg *msg, u64 *orig)
 {
 	struct bzc_mr *mr;
 	u64 *p;

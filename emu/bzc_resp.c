@@ -38,8 +38,7 @@ static bool bzc_qp_receives(enum ib_qp_state state)
  *
  * Return: true if @tqp takes it.
  */
-bool bzc_resp_accepts(struct bzc_qp *tqp,
-				  const struct bzc_msg *msg)
+bool bzc_resp_accepts(struct bzc_qp *tqp, const struct bzc_msg *msg)
 {
 	enum ib_qp_type type = msg->type;
 	bool ok, peer = true;
@@ -259,7 +258,7 @@ static void bzc_build_grh(struct ib_grh *grh, const struct bzc_msg *msg)
  * corrupt ring); UC and UD drop the message.
  */
 void bzc_resp_no_rqe(struct bzc_qp *tqp, const struct bzc_msg *msg,
-			    int err, struct bzc_resp_result *res)
+		     int err, struct bzc_resp_result *res)
 {
 	if (!bzc_type_reliable(msg->type))
 		return;
@@ -353,7 +352,7 @@ static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
  * requester sees nothing.
  */
 void bzc_resp_error(struct bzc_qp *tqp, const struct bzc_msg *msg,
-				u8 syndrome, struct bzc_resp_result *res)
+		    u8 syndrome, struct bzc_resp_result *res)
 {
 	bool access = syndrome == BZC_AETH_NAK_REM_ACCESS;
 

@@ -206,7 +206,7 @@ bool bzc_resp_execute(struct bzc_qp *tqp, const struct bzc_msg *msg,
 /* bzc_placement.c: atomics, ATOMIC_WRITE and FLUSH at the responder */
 u8 bzc_resp_atomic(struct bzc_qp *tqp, const struct bzc_msg *msg, u64 *orig);
 u8 bzc_resp_atomic_pd(struct bzc_qp *tqp, struct ib_pd *pd,
-		       const struct bzc_msg *msg, u64 *orig);
+		      const struct bzc_msg *msg, u64 *orig);
 u8 bzc_resp_atomic_write(struct bzc_qp *tqp, const struct bzc_msg *msg);
 u8 bzc_resp_flush(struct bzc_qp *tqp, const struct bzc_msg *msg);
 
