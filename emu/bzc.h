@@ -380,8 +380,8 @@ struct bzc_qp {
 	void *rq_wqe;			/* private copy of the RQE being taken */
 
 	/* Kernel QPs (bzc_kqp.c): producers of the rings in kernel memory. */
-	spinlock_t ksq_lock;
-	spinlock_t krq_lock;
+	spinlock_t ksq_lock;		/* kernel posters to the SQ */
+	spinlock_t krq_lock;		/* kernel posters to the RQ */
 };
 
 /*

@@ -142,9 +142,11 @@ struct bzc_bulk_chan {
 	 * after an acquire of `connected`.
 	 */
 	bool connected;
-	struct bzc_qp *qp;		/* or, instead of a peer channel, an RC
-					   QP carrying the transfers (held
-					   by its ibqp.usecnt) */
+	/*
+	 * Or, instead of a peer channel, an RC QP carrying the transfers
+	 * (held by its ibqp.usecnt).
+	 */
+	struct bzc_qp *qp;
 	u64 msg_bytes;			/* in messages of at most this */
 	union ib_gid sgid;		/* this channel's address */
 	union ib_gid peer_gid;

@@ -30,8 +30,8 @@ struct bzc_msg {
 	struct bzc_sgl *local;		/* the payload, or the READ sink */
 	u64 remote_addr;		/* WRITE, READ, atomics */
 	u32 rkey;
-	__le32 imm_data;		/* immediate (its value, as the WQE holds
-				   it), or the rkey to invalidate */
+	/* immediate (its value, as the WQE holds it), or rkey to invalidate */
+	__le32 imm_data;
 	u64 compare_add;		/* atomics */
 	u64 swap;			/* and ATOMIC_WRITE's 8 bytes */
 	u32 length;			/* FLUSH: the range's bytes */
@@ -86,7 +86,7 @@ struct bzc_resp_scratch {
 #define BZC_WIRE_ATOMICS	16	/* atomic answers kept for duplicates */
 
 struct bzc_wire {
-	spinlock_t lock;
+	spinlock_t lock;		/* the requester's part, up to rr */
 	wait_queue_head_t wait;
 	bool active;			/* a message waits for its answer */
 	bool done;			/* and got it */
