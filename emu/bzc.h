@@ -33,7 +33,7 @@
 #define BZC_DEFAULT_PKEY 0xffff
 #define BZC_MAX_MR SZ_256K		/* largest key table: MRs and windows */
 #define BZC_MAX_SGE 32
-#define BZC_MAX_MSG_SZ (1U << 31)
+#define BZC_MAX_MSG_SZ SZ_2G
 /* Pages one fast-register MR maps (max_fast_reg_page_list_len). */
 #define BZC_MAX_FR_PAGES 512
 #define BZC_MAX_MCAST_GRP 1024

@@ -71,7 +71,7 @@ MODULE_PARM_DESC(max_bulk_chans,
 #define BZC_BULK_MAX_CHANS	SZ_64K
 #define BZC_BULK_MAX_SGE	16
 #define BZC_BULK_MAX_DEPTH	4096
-#define BZC_BULK_MAX_LEN	(1ULL << 42)	/* 4 TiB */
+#define BZC_BULK_MAX_LEN	BIT_ULL(42)	/* 4 TiB */
 /* Slot size: header + the SGEs, rounded to a power of two. */
 #define BZC_BULK_WQE_SIZE	512
 /* The pick result that asks a lane to resolve a request's keys. */
