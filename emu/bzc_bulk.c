@@ -353,16 +353,18 @@ static enum ib_wc_status bzc_bulk_prepare(struct bzc_bulk_chan *chan,
 					 req->remote_addr, len, far_access,
 					 &req->far))
 			return IB_WC_LOC_PROT_ERR;
-	} else if (smp_load_acquire(&chan->connected) && chan->qp) {
+	} else {
 		/*
 		 * Messages on the QP's connection: its peer checks the rkey,
 		 * its receive queue takes the immediate. remote_chan is not
-		 * used. One lane sends them all, in order.
+		 * used. One lane sends them all, in order. The acquire pairs
+		 * with bzc_bulk_chan_connect_qp()'s release.
 		 */
-		req->wire = true;
-		req->nseg = 1;
-		return IB_WC_SUCCESS;
-	} else {
+		if (smp_load_acquire(&chan->connected) && chan->qp) {
+			req->wire = true;
+			req->nseg = 1;
+			return IB_WC_SUCCESS;
+		}
 		/*
 		 * Only to the connected peer, and only if it names us back.
 		 * The acquire pairs with bzc_bulk_chan_connect()'s release.
