@@ -74,6 +74,17 @@ static inline long bzc_pin_user_pages_remote(struct mm_struct *mm,
 #endif
 }
 
+/* vma->vm_flags: Linux 6.3 made it read-only, set with vm_flags_set(). */
+static inline void bzc_vm_flags_set(struct vm_area_struct *vma,
+				    vm_flags_t flags)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+	vm_flags_set(vma, flags);
+#else
+	vma->vm_flags |= flags;
+#endif
+}
+
 /*
  * The IBTA Memory Placement Extensions (RDMA ATOMIC_WRITE and FLUSH):
  * Linux 6.2 named their opcodes, the device capability bits and the

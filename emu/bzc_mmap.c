@@ -16,11 +16,11 @@
  */
 #include <linux/mm.h>
 #include <linux/slab.h>
-#include <linux/version.h>
 #include <linux/vmalloc.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "bzc.h"
+#include "bzc_compat.h"
 
 /**
  * bzc_mmap_insert() - offer kernel memory to a process for mmap
@@ -103,11 +103,7 @@ int bzc_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 	}
 
 	/* A forked child gets no ring: the ring belongs to the context. */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
-	vm_flags_set(vma, VM_DONTCOPY);
-#else
-	vma->vm_flags |= VM_DONTCOPY;
-#endif
+	bzc_vm_flags_set(vma, VM_DONTCOPY);
 	err = bzc_mmap_pages(vma, to_bmmap(rdma_entry)->kaddr);
 	if (err) {
 		/* mmap_region() zaps what was mapped; the VMA never existed. */
