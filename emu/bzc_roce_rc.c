@@ -762,11 +762,11 @@ static u8 bzc_wire_resp_pkt(struct bzc_dev *bdev, struct bzc_qp *qp,
 	struct bzc_resp_result res = { .syndrome = BZC_AETH_ACK };
 	struct bzc_wire *w = qp->wire;
 	bool start = op->flags & BZC_OPF_START;
+	bool idle = w->cur == BZC_WIRE_NONE;
 	u8 syndrome;
 
-	/* A message starts only when none is in progress, and goes on as it began. */
-	if (start != (w->cur == BZC_WIRE_NONE) ||
-	    (!start && w->cur != op->kind))
+	/* A message starts when none is in progress and goes on as it began. */
+	if (start != idle || (!start && w->cur != op->kind))
 		return BZC_AETH_NAK_INV_REQ;
 
 	switch (op->kind) {
