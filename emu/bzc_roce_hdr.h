@@ -350,8 +350,10 @@ enum bzc_roce_verdict {
 	BZC_ROCE_OPCODE,	/* not an RC, UC or UD opcode */
 	BZC_ROCE_PAD,		/* payload and pad not a multiple of 4 */
 	BZC_ROCE_PAYLOAD,	/* payload where the opcode has none */
-	BZC_ROCE_PMTU,		/* over the PMTU, FIRST/MIDDLE not 1 PMTU, empty LAST */
-	BZC_ROCE_DMA_LEN,	/* RETH length over 2^31, or not the payload of a WRITE ONLY */
+	/* over the PMTU, FIRST/MIDDLE not 1 PMTU, empty LAST */
+	BZC_ROCE_PMTU,
+	/* RETH length over 2^31, or not the payload of a WRITE ONLY */
+	BZC_ROCE_DMA_LEN,
 	BZC_ROCE_SYNDROME,	/* reserved AETH type or NAK code */
 	BZC_ROCE_ICRC,
 	BZC_ROCE_NR_VERDICTS

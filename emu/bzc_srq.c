@@ -6,11 +6,12 @@
  *
  * The process fills the ring and publishes prod without a system call (a
  * kernel consumer through bzc_post_srq_recv(), into a ring of kernel
- * memory nobody maps); a sender delivering to a QP on the SRQ takes the next WQE here under the
- * SRQ's lock (bzc_srq_take()). Nothing flushes an SRQ: its WQEs belong to
- * no QP until one is taken. A resize (BZC_METHOD_SRQ_RESIZE) moves the
- * posted WQEs to a new ring under that lock. An XRC SRQ has a number too,
- * by which messages to XRC target QPs name it (bzc_xrc.c).
+ * memory nobody maps); a sender delivering to a QP on the SRQ takes the
+ * next WQE here under the SRQ's lock (bzc_srq_take()). Nothing flushes an
+ * SRQ: its WQEs belong to no QP until one is taken. A resize
+ * (BZC_METHOD_SRQ_RESIZE) moves the posted WQEs to a new ring under that
+ * lock. An XRC SRQ has a number too, by which messages to XRC target QPs
+ * name it (bzc_xrc.c).
  */
 #define UVERBS_MODULE_NAME bzc
 #include <linux/log2.h>

@@ -329,12 +329,12 @@ static int bzc_query_ucontext(struct ib_ucontext *ibuc,
 					     sizeof(bzc_ucontext_resp));
 }
 
-ADD_UVERBS_ATTRIBUTES_SIMPLE(bzc_query_context, UVERBS_OBJECT_DEVICE,
-			     UVERBS_METHOD_QUERY_CONTEXT,
-			     UVERBS_ATTR_PTR_OUT(BZC_ATTR_QUERY_CONTEXT_RESP_UCTX,
-						 UVERBS_ATTR_STRUCT(struct bzc_alloc_ucontext_resp,
-								    caps),
-						 UA_OPTIONAL));
+ADD_UVERBS_ATTRIBUTES_SIMPLE(
+	bzc_query_context, UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_CONTEXT,
+	UVERBS_ATTR_PTR_OUT(BZC_ATTR_QUERY_CONTEXT_RESP_UCTX,
+			    UVERBS_ATTR_STRUCT(struct bzc_alloc_ucontext_resp,
+					       caps),
+			    UA_OPTIONAL));
 
 const struct uapi_definition bzc_context_uapi_defs[] = {
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DEVICE, &bzc_query_context),
