@@ -12,6 +12,7 @@ import errno
 import ipaddress
 import os
 import re
+import socket
 import struct
 import subprocess
 import time
@@ -310,23 +311,75 @@ def netdev_is_up(name=NETDEV):
     return bool(int(read_file(f'/sys/class/net/{name}/flags'), 16) & 0x1)
 
 
+# rtnetlink (linux/netlink.h, linux/rtnetlink.h, linux/if_addr.h)
+_NLMSG_HDR = struct.Struct('=IHHII')     # len, type, flags, seq, pid
+_IFADDRMSG = struct.Struct('=BBBBI')     # family, prefixlen, flags, scope, index
+_RTATTR = struct.Struct('=HH')           # len, type
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_RTM_NEWADDR, _RTM_GETADDR = 20, 22
+_NLM_F_REQUEST, _NLM_F_DUMP = 0x1, 0x300
+_IFA_ADDRESS, _IFA_LOCAL = 1, 2
+_SCOPES = {0: 'global', 200: 'site', 253: 'link', 254: 'host'}
+
+
+def _align4(n):
+    return (n + 3) & ~3
+
+
 def netdev_addrs(name=NETDEV, family=None):
-    """Addresses configured on a netdev, from `ip -o addr show`, as
-    (ipaddress object, prefixlen, scope) tuples."""
-    args = ['-o']
-    if family == 4:
-        args.append('-4')
-    elif family == 6:
-        args.append('-6')
-    out = ip(*args, 'addr', 'show', 'dev', name).stdout
+    """Addresses configured on a netdev, as `ip -o addr show` lists them,
+    as (ipaddress object, prefixlen, scope) tuples.  Read with one
+    rtnetlink RTM_GETADDR dump rather than by running ip(8): the harness
+    asks before and after every test, and an exec costs about 0.14 s in
+    the TCG guest."""
+    index = netdev_ifindex(name)
+    fam = {4: socket.AF_INET, 6: socket.AF_INET6}.get(family, socket.AF_UNSPEC)
+    req = _NLMSG_HDR.pack(_NLMSG_HDR.size + _IFADDRMSG.size, _RTM_GETADDR,
+                          _NLM_F_REQUEST | _NLM_F_DUMP, 1, 0) + \
+        _IFADDRMSG.pack(fam, 0, 0, 0, 0)
     res = []
-    for line in out.splitlines():
-        m = re.search(r'\binet6?\s+([0-9a-fA-F.:]+)/(\d+)(?:.*?\bscope\s+(\w+))?',
-                      line)
-        if m:
-            res.append((ipaddress.ip_address(m.group(1)), int(m.group(2)),
-                        m.group(3)))
-    return res
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
+                       socket.NETLINK_ROUTE) as s:
+        s.sendall(req)
+        while True:
+            buf = s.recv(1 << 16)
+            off = 0
+            while off + _NLMSG_HDR.size <= len(buf):
+                ln, typ, _, _, _ = _NLMSG_HDR.unpack_from(buf, off)
+                if ln < _NLMSG_HDR.size or off + ln > len(buf):
+                    raise OSError(errno.EPROTO, 'bad rtnetlink message')
+                if typ == _NLMSG_DONE:
+                    return res
+                if typ == _NLMSG_ERROR:
+                    err = -struct.unpack_from('=i', buf,
+                                              off + _NLMSG_HDR.size)[0]
+                    raise OSError(err, os.strerror(err))
+                if typ == _RTM_NEWADDR:
+                    a = _addr_of(buf, off + _NLMSG_HDR.size, off + ln, index)
+                    if a:
+                        res.append(a)
+                off += _align4(ln)
+
+
+def _addr_of(buf, off, end, index):
+    """One RTM_NEWADDR's (address, prefixlen, scope), None for another
+    netdev's; IFA_LOCAL is the address for IPv4 (IFA_ADDRESS is the peer
+    of a point-to-point link), IFA_ADDRESS for IPv6, as ip(8) shows."""
+    fam, plen, _, scope, idx = _IFADDRMSG.unpack_from(buf, off)
+    if idx != index or fam not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    attrs = {}
+    off += _IFADDRMSG.size
+    while off + _RTATTR.size <= end:
+        ln, typ = _RTATTR.unpack_from(buf, off)
+        if ln < _RTATTR.size:
+            break
+        attrs[typ] = bytes(buf[off + _RTATTR.size:off + ln])
+        off += _align4(ln)
+    raw = attrs.get(_IFA_LOCAL) or attrs.get(_IFA_ADDRESS)
+    if not raw:
+        return None
+    return (ipaddress.ip_address(raw), plen, _SCOPES.get(scope, str(scope)))
 
 
 def eui64_from_mac(mac):
