@@ -38,6 +38,10 @@ def pytest_configure(config):
         'markers', 'both_peers: (test_wire.py) runs against rxe1 and '
         'against bzc0 on the peer, in the same boot')
     config.addinivalue_line(
+        'markers', 'big: moves several GiB through the bulk engine, code '
+        'that does not differ between the kernels; BZC_TEST_BIG=0 in '
+        'tools/run-tests leaves it out (CI runs it on one platform)')
+    config.addinivalue_line(
         'markers', 'wire_cases(cases): (test_wire.py) the (peer kind, '
         'bzc_serves) pairs the test runs for')
 

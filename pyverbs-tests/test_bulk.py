@@ -340,6 +340,7 @@ def test_integrity_cached_lkey0(c, caps, opname):
     transfer_and_check(c, OPS[opname], 5 * MiB + 123, 2, rnd, cached=True)
 
 
+@pytest.mark.big
 @pytest.mark.parametrize('opname', ['write', 'read', 'copy'])
 def test_integrity_1gib(c, opname):
     rnd = random.Random(f'1g-{opname}')
@@ -381,6 +382,7 @@ def test_max_sge(c, caps):
         assert dv.memcmp(dst.addr + i * 4095, la, ln) == 0, i
 
 
+@pytest.mark.big
 def test_over_4gib_in_one_wr(c, caps):
     """A WR of more than 4 GiB: 65 SGEs (or one SGE longer than 4 GiB) over
     64 MiB of memory mirrored into 4160 MiB of address space, on both sides
