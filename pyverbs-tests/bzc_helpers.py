@@ -10,11 +10,14 @@ the test files do.
 import contextlib
 import errno
 import ipaddress
+import json
 import os
 import re
+import select
 import socket
 import struct
 import subprocess
+import sys
 import time
 
 # --------------------------------------------------------------------------
@@ -468,6 +471,49 @@ def meminfo():
 # --------------------------------------------------------------------------
 # Baseline state: (re)create what the harness created
 # --------------------------------------------------------------------------
+
+class LineChild:
+    """A helper script of this directory in a process of its own that
+    answers JSON lines: ask(**req) writes one request and returns the
+    answer; an answer with an 'error' key fails the test.  close() asks
+    it to exit ({exit_key: 'exit'}), then kills it if it does not."""
+
+    def __init__(self, script, *args, exit_key='op', timeout=60):
+        self.exit_key, self.timeout = exit_key, timeout
+        self.p = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(__file__), script),
+             *map(str, args)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True,
+            cwd=os.path.dirname(__file__))
+
+    def read(self, timeout=None):
+        timeout = timeout or self.timeout
+        if not select.select([self.p.stdout], [], [], timeout)[0]:
+            raise AssertionError(f'peer silent for {timeout}s')
+        line = self.p.stdout.readline()
+        if not line:
+            raise AssertionError(f'peer exited ({self.p.wait()})')
+        ans = json.loads(line)
+        assert 'error' not in ans, ans['error']
+        return ans
+
+    def ask(self, **req):
+        self.p.stdin.write(json.dumps(req) + '\n')
+        self.p.stdin.flush()
+        return self.read()
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.ask(**{self.exit_key: 'exit'})
+            except (AssertionError, BrokenPipeError, OSError, ValueError):
+                pass
+        try:
+            self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+
 
 class Baseline:
     """What the harness set up, recorded once per session, so that a test

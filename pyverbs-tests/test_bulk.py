@@ -16,12 +16,9 @@ eopnotsupp checks that the library then fails every call cleanly.
 
 import ctypes
 import errno
-import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -29,7 +26,6 @@ import pytest
 import bzc_helpers as h
 import bzcdv as dv
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 PARAMS = '/sys/module/bzc/parameters'
 
@@ -969,39 +965,9 @@ def test_lkey0_with_cache_disabled(c):
 # Several processes
 # --------------------------------------------------------------------------
 
-class Peer:
+class Peer(h.LineChild):
     def __init__(self, *args):
-        self.p = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, 'bulk_peer.py'), *map(str, args)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE)
-
-    def read(self, timeout=300):
-        import select
-        if not select.select([self.p.stdout], [], [], timeout)[0]:
-            raise AssertionError(f'peer silent for {timeout}s')
-        line = self.p.stdout.readline()
-        if not line:
-            raise AssertionError(f'peer exited ({self.p.wait()})')
-        ans = json.loads(line)
-        assert 'error' not in ans, ans['error']
-        return ans
-
-    def ask(self, **req):
-        self.p.stdin.write(json.dumps(req) + '\n')
-        self.p.stdin.flush()
-        return self.read()
-
-    def close(self):
-        if self.p.poll() is None:
-            try:
-                self.ask(cmd='exit')
-            except Exception:
-                pass
-            try:
-                self.p.wait(30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
+        super().__init__('bulk_peer.py', *args, exit_key='cmd', timeout=300)
 
 
 @pytest.fixture

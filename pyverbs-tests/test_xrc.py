@@ -20,12 +20,8 @@ numbers of basic SRQs or beyond 24 bits, an XRC SRQ without a CQ).
 """
 
 import errno
-import json
 import os
-import select
 import socket
-import subprocess
-import sys
 import tempfile
 
 import pyverbs.enums as e
@@ -43,7 +39,6 @@ import bzc_helpers as h
 
 pytestmark = pytest.mark.keeps_netdev
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SLOT = 256              # bytes per receive buffer
 NRECV = 8               # receives posted to each SRQ
 
@@ -326,41 +321,11 @@ def test_bad_srq_number_is_invalid_request(how):
         r.close()
 
 
-class Peer:
+class Peer(h.LineChild):
     """xrc_peer.py in a process of its own."""
 
     def __init__(self, *args):
-        self.p = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, 'xrc_peer.py'),
-             *map(str, args)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True, cwd=HERE)
-
-    def read(self, timeout=60):
-        if not select.select([self.p.stdout], [], [], timeout)[0]:
-            raise AssertionError(f'peer silent for {timeout}s')
-        line = self.p.stdout.readline()
-        if not line:
-            raise AssertionError(f'peer exited ({self.p.wait()})')
-        ans = json.loads(line)
-        assert 'error' not in ans, ans['error']
-        return ans
-
-    def ask(self, **req):
-        self.p.stdin.write(json.dumps(req) + '\n')
-        self.p.stdin.flush()
-        return self.read()
-
-    def close(self):
-        if self.p.poll() is None:
-            try:
-                self.ask(op='exit')
-            except (AssertionError, BrokenPipeError):
-                pass
-        try:
-            self.p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        super().__init__('xrc_peer.py', *args, exit_key='op', timeout=60)
 
 
 def test_xrcd_shared_by_two_processes():
