@@ -17,6 +17,7 @@ from pyverbs.pd import PD
 import pytest
 
 import bzc_helpers as h
+import bzcdv as dv
 
 pytestmark = pytest.mark.disruptive
 
@@ -252,6 +253,27 @@ def test_delete_link_while_open_in_process():
         pd.close()
         c.close()
         t.join(REMOVE_TIMEOUT)
+
+
+def test_bulk_objects_freed_after_removal():
+    """After rdma link delete the kernel has destroyed the process's bulk
+    channel and cached MR with the device: bzcdv_destroy_bulk_chan and
+    bzcdv_release_mr_cached still succeed and free them (the provider
+    takes the kernel's EIO for a removed device as "destroyed", as
+    libibverbs does for its own objects), so a process can clean up after
+    IBV_EVENT_DEVICE_FATAL."""
+    c = dv.Ctx(h.DEV)
+    try:
+        buf = c.buf(1 << 20)
+        cmr = c.cached(buf.addr, 1 << 20)
+        ch = c.chan(c.cq(16))
+        cp = h.link_delete(check=False, timeout=REMOVE_TIMEOUT)
+        assert cp.returncode == 0, cp.stderr
+        cmr.close()                 # raises on a non-zero return
+        ch.close()
+        assert cmr.p is None and ch.p is None
+    finally:
+        c.close()
 
 
 def test_module_unload_while_open():

@@ -241,7 +241,7 @@ BZC_EXPORT int bzcdv_destroy_bulk_chan(struct bzcdv_bulk_chan *dv)
 
 	/* The kernel flushes what it has not finished before returning. */
 	ret = bzc_bulk_chan_destroy_cmd(dv->context, chan->handle);
-	if (ret)
+	if (!bzc_destroyed(ret))
 		return ret;
 
 	bzc_wq_unmap(&chan->wq);

@@ -8,6 +8,7 @@
 #include <endian.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -434,6 +435,17 @@ int bzc_cmd_exec(struct ibv_context *context, struct bzc_cmd *cmd);
  */
 int bzc_check_bulk(struct ibv_context *context);
 
+/*
+ * Whether a destroy method's answer means the kernel object is gone: 0,
+ * or EIO once the device was removed (the uverbs core destroyed every
+ * object of the context with it), as libibverbs takes EIO for its own
+ * objects. The caller then frees its struct; anything else leaves both.
+ */
+static inline bool bzc_destroyed(int ret)
+{
+	return !ret || ret == EIO;
+}
+
 /* bulk.c: the provider side of a bzcdv_bulk_chan. */
 struct bzc_bulk_chan {
 	struct bzcdv_bulk_chan dv;	/* first: the public part */
@@ -444,6 +456,11 @@ struct bzc_bulk_chan {
 /* mr_cache.c: the provider side of a bzcdv_mr_cached. */
 struct bzc_mr_cached {
 	struct bzcdv_mr_cached dv;	/* first: the public part */
+	/*
+	 * The release goes through this, not dv.pd: after a device removal
+	 * the PD's dealloc succeeds (EIO) and frees it first.
+	 */
+	struct ibv_context *context;
 	uint32_t handle;
 };
 

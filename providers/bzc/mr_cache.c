@@ -81,6 +81,7 @@ bzcdv_reg_mr_cached(struct ibv_pd *pd, void *addr, size_t length,
 	}
 
 	mr->handle = (uint32_t)handle->data;
+	mr->context = pd->context;
 	mr->dv.pd = pd;
 	mr->dv.addr = addr;
 	mr->dv.length = length;
@@ -98,8 +99,8 @@ BZC_EXPORT int bzcdv_release_mr_cached(struct bzcdv_mr_cached *dv)
 
 	bzc_cmd_init(&cmd, BZC_OBJECT_CACHED_MR, BZC_METHOD_CACHED_MR_RELEASE);
 	bzc_cmd_add_idr(&cmd, BZC_ATTR_CACHED_MR_RELEASE_HANDLE, mr->handle);
-	ret = bzc_cmd_exec(dv->pd->context, &cmd);
-	if (ret)
+	ret = bzc_cmd_exec(mr->context, &cmd);
+	if (!bzc_destroyed(ret))
 		return ret;
 	free(mr);
 	return 0;
