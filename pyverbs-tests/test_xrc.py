@@ -36,6 +36,7 @@ from pyverbs.xrcd import XRCD, XRCDInitAttr
 import pytest
 
 import bzc_helpers as h
+import xrc_peer
 
 pytestmark = pytest.mark.keeps_netdev
 
@@ -56,17 +57,6 @@ def open_xrcd(ctx, fd):
     return XRCD(ctx, XRCDInitAttr(e.IBV_XRCD_INIT_ATTR_FD |
                                   e.IBV_XRCD_INIT_ATTR_OFLAGS,
                                   os.O_CREAT, fd))
-
-
-def xrc_srq(ctx, pd, xrcd, cq, max_wr=NRECV):
-    attr = SrqInitAttrEx(max_wr=max_wr)
-    attr.srq_type = e.IBV_SRQT_XRC
-    attr.pd = pd
-    attr.xrcd = xrcd
-    attr.cq = cq
-    attr.comp_mask = (e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD |
-                      e.IBV_SRQ_INIT_ATTR_CQ | e.IBV_SRQ_INIT_ATTR_XRCD)
-    return SRQ(ctx, attr)
 
 
 def tgt_qp(ctx, xrcd):
@@ -157,7 +147,8 @@ class Rig:
         s.pd = PD(self.ctx)
         s.cq = CQ(self.ctx, 64, None, None, 0)
         s.mr = MR(s.pd, NRECV * SLOT, h.access_all())
-        s.srq = xrc_srq(self.ctx, s.pd, xrcd or self.xrcd, s.cq)
+        s.srq = xrc_peer.xrc_srq(self.ctx, s.pd, xrcd or self.xrcd, s.cq,
+                                 NRECV)
         s.srqn = s.srq.get_srq_num()
         for i in range(NRECV):
             s.srq.post_recv(RecvWR(wr_id=i, num_sge=1,

@@ -39,13 +39,27 @@ def requests():
         yield json.loads(line)
 
 
+def xrc_srq(ctx, pd, xrcd, cq, max_wr):
+    """An XRC SRQ in `xrcd` completing to `cq` (test_xrc.py's too)."""
+    import pyverbs.enums as e
+    from pyverbs.srq import SRQ, SrqInitAttrEx
+
+    attr = SrqInitAttrEx(max_wr=max_wr)
+    attr.srq_type = e.IBV_SRQT_XRC
+    attr.pd = pd
+    attr.xrcd = xrcd
+    attr.cq = cq
+    attr.comp_mask = (e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD |
+                      e.IBV_SRQ_INIT_ATTR_CQ | e.IBV_SRQ_INIT_ATTR_XRCD)
+    return SRQ(ctx, attr)
+
+
 def serve_srq(path, n):
     import pyverbs.device as d
     import pyverbs.enums as e
     from pyverbs.cq import CQ
     from pyverbs.mr import MR
     from pyverbs.pd import PD
-    from pyverbs.srq import SRQ, SrqAttr, SrqInitAttrEx
     from pyverbs.wr import SGE, RecvWR
     from pyverbs.xrcd import XRCD, XRCDInitAttr
 
@@ -56,14 +70,7 @@ def serve_srq(path, n):
     pd = PD(ctx)
     cq = CQ(ctx, 64, None, None, 0)
     mr = MR(pd, SLOT * n, e.IBV_ACCESS_LOCAL_WRITE)
-    attr = SrqInitAttrEx(max_wr=n)
-    attr.srq_type = e.IBV_SRQT_XRC
-    attr.pd = pd
-    attr.xrcd = xrcd
-    attr.cq = cq
-    attr.comp_mask = (e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD |
-                      e.IBV_SRQ_INIT_ATTR_CQ | e.IBV_SRQ_INIT_ATTR_XRCD)
-    srq = SRQ(ctx, attr)
+    srq = xrc_srq(ctx, pd, xrcd, cq, n)
     for i in range(n):
         srq.post_recv(RecvWR(wr_id=i, num_sge=1,
                              sg=[SGE(mr.buf + i * SLOT, SLOT, mr.lkey)]))
