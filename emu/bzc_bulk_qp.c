@@ -114,7 +114,7 @@ enum ib_wc_status bzc_bulk_qp_msg(struct bzc_qp *qp, u8 opcode,
 		/* Where it may sleep the wire answers in place: no defer. */
 		answered = bzc_bulk_qp_address(qp, &av, &msg) &&
 			   bzc_xport_send(&bzc_local_xport, qp, &msg, true, &rr);
-		bzc_comp_answer(&msg, answered ? &rr : NULL, &res);
+		bzc_comp_answer(&msg, answered ? &rr : NULL, true, &res);
 		if (res.rnr) {
 			bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_RNR_NAKS, 1);
 			if (rnr_retry != 7 && !rnr_left--)

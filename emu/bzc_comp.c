@@ -24,20 +24,28 @@ static enum ib_wc_status bzc_nak_status(u8 syndrome)
  * bzc_comp_answer() - what the responder's answer means for a WQE
  * @msg: the message the WQE sent
  * @rr: the answer; NULL: none came
+ * @may_sleep: the caller may sleep (and so fault in an ODP MR's page)
  * @res: the WQE's result, updated
  *
  * An RC message without an answer has run out of retries; a NAK fails
  * the WQE, an RNR NAK has it retried; an atomic's ACK brings the original
- * value into the local SGEs. UC and UD expect no answer.
+ * value into the local SGEs. UC and UD expect no answer. Local SGEs that
+ * lost a page of an ODP MR on the way (the process unmapped it) fail the
+ * WQE with IB_WC_LOC_PROT_ERR.
  */
 void bzc_comp_answer(const struct bzc_msg *msg,
-		     const struct bzc_resp_result *rr, struct bzc_result *res)
+		     const struct bzc_resp_result *rr, bool may_sleep,
+		     struct bzc_result *res)
 {
 	struct bzc_sgl orig;
 	struct bzc_cursor dc = { .sgl = msg->local }, oc = { .sgl = &orig };
 
 	if (rr && rr->defer) {
 		res->defer = true;
+		return;
+	}
+	if (rr && rr->local_lost) {
+		res->status = IB_WC_LOC_PROT_ERR;
 		return;
 	}
 	if (!rr) {
@@ -58,7 +66,8 @@ void bzc_comp_answer(const struct bzc_msg *msg,
 	if (msg->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
 	    msg->opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD) {
 		bzc_sgl_kbuf(&orig, &rr->atomic_orig, sizeof(rr->atomic_orig));
-		bzc_copy(&dc, &oc, sizeof(rr->atomic_orig), false);
+		if (bzc_copy(&dc, &oc, sizeof(rr->atomic_orig), may_sleep))
+			res->status = IB_WC_LOC_PROT_ERR;
 		res->byte_len = sizeof(rr->atomic_orig);
 	}
 }

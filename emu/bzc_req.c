@@ -120,14 +120,18 @@ static bool bzc_wqe_valid(struct bzc_qp *qp, const struct bzc_send_wqe *wqe)
 	return wqe->num_sge <= qp->max_send_sge;
 }
 
-/* ATOMIC_WRITE's 8 bytes, gathered from its (checked) local SGEs. */
-static void bzc_atomic_write_operand(struct bzc_sgl *local, u64 *operand)
+/*
+ * ATOMIC_WRITE's 8 bytes, gathered from its (checked) local SGEs; false
+ * when they lost a page of an ODP MR.
+ */
+static bool bzc_atomic_write_operand(struct bzc_sgl *local, u64 *operand,
+				     bool may_sleep)
 {
 	struct bzc_sgl op;
 	struct bzc_cursor dc = { .sgl = &op }, sc = { .sgl = local };
 
 	bzc_sgl_kbuf(&op, operand, sizeof(*operand));
-	bzc_copy(&dc, &sc, sizeof(*operand), false);
+	return !bzc_copy(&dc, &sc, sizeof(*operand), may_sleep);
 }
 
 /*
@@ -182,7 +186,6 @@ static bool bzc_msg_build(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	case BZC_WR_ATOMIC_WRITE:
 		msg->remote_addr = le64_to_cpu(wqe->rdma.remote_addr);
 		msg->rkey = le32_to_cpu(wqe->rdma.rkey);
-		bzc_atomic_write_operand(local, &msg->swap);
 		break;
 	case BZC_WR_FLUSH:
 		msg->remote_addr = le64_to_cpu(wqe->flush.remote_addr);
@@ -281,10 +284,16 @@ static void bzc_req_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	    local->total > ib_mtu_enum_to_int(iboe_get_mtu(READ_ONCE(bdev->ndev->mtu))))
 		goto out;
 
-	/* The only transport yet; RoCE v2 comes with a choice at RTR. */
-	answered = bzc_msg_build(qp, wqe, local, &av, &msg) &&
+	answered = bzc_msg_build(qp, wqe, local, &av, &msg);
+	if (answered && wqe->opcode == BZC_WR_ATOMIC_WRITE &&
+	    !bzc_atomic_write_operand(local, &msg.swap, may_sleep)) {
+		res->status = IB_WC_LOC_PROT_ERR;
+		goto out;
+	}
+	/* bzc_local_send() carries it in this kernel or puts it on the wire. */
+	answered = answered &&
 		   bzc_xport_send(&bzc_local_xport, qp, &msg, may_sleep, &rr);
-	bzc_comp_answer(&msg, answered ? &rr : NULL, res);
+	bzc_comp_answer(&msg, answered ? &rr : NULL, may_sleep, res);
 out:
 	bzc_sgl_put(local);
 }

@@ -270,6 +270,31 @@ void bzc_resp_no_rqe(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		res->syndrome = BZC_AETH_NAK_REM_OP;
 }
 
+/*
+ * A copy into a receive WQE's buffers stopped at a page of an ODP MR that
+ * was not there (bzc_copy()). The receive's own buffer: a local
+ * protection error at the responder, which goes to ERR, and a remote
+ * operational error for an RC requester (as when its SGEs do not
+ * resolve). The sender's buffer: its WQE fails with a local protection
+ * error; the receive, half filled, completes with IB_WC_REM_ABORT_ERR
+ * (the requester aborted the message) and the QP stays as it is.
+ */
+static void bzc_resp_lost(struct bzc_qp *tqp, struct ib_cq *rcq,
+			  const struct bzc_msg *msg,
+			  const struct bzc_recv_wqe *rqe, int lost,
+			  struct bzc_resp_result *res)
+{
+	if (lost & BZC_COPY_DST_LOST) {
+		bzc_resp_complete(tqp, rcq, msg, rqe, IB_WC_LOC_PROT_ERR, 0);
+		bzc_qp_error(tqp, 0);
+		if (bzc_type_reliable(msg->type))
+			res->syndrome = BZC_AETH_NAK_REM_OP;
+		return;
+	}
+	res->local_lost = true;
+	bzc_resp_complete(tqp, rcq, msg, rqe, IB_WC_REM_ABORT_ERR, 0);
+}
+
 /* SEND, SEND_WITH_IMM: consume a receive at the peer and fill it. */
 static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			  const struct bzc_resp_scratch *scratch,
@@ -283,7 +308,7 @@ static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	u64 need = msg->local->total + (ud ? BZC_GRH_BYTES : 0);
 	struct bzc_srq *srq = bzc_resp_srq(tqp, scratch);
 	struct ib_cq *rcq = bzc_resp_rcq(tqp, scratch);
-	int err;
+	int err, lost = 0;
 
 	err = bzc_resp_take(tqp, srq, rqe);
 	if (err) {
@@ -318,10 +343,15 @@ static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 
 		bzc_build_grh(&grh, msg);
 		bzc_sgl_kbuf(&gsgl, &grh, sizeof(grh));
-		bzc_copy(&dc, &gc, sizeof(grh), may_sleep);
+		lost = bzc_copy(&dc, &gc, sizeof(grh), may_sleep);
 	}
-	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
+	if (!lost)
+		lost = bzc_copy(&dc, &sc, msg->local->total, may_sleep);
 	bzc_sgl_put(dst);
+	if (lost) {
+		bzc_resp_lost(tqp, rcq, msg, rqe, lost, res);
+		return;
+	}
 	/*
 	 * SEND_WITH_INV: the responder invalidates before it completes. A
 	 * key it may not invalidate is an invalid request (IBA 9.9.3,
@@ -412,7 +442,7 @@ static void bzc_resp_write(struct bzc_qp *tqp, const struct bzc_msg *msg,
 	struct bzc_cursor dc = { .sgl = dst }, sc = { .sgl = msg->local };
 	bool imm = msg->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
 	struct bzc_recv_wqe *rqe = scratch->rqe;
-	int err;
+	int err, lost;
 
 	if (bzc_resp_rdma_target_pd(tqp, bzc_resp_key_pd(tqp, scratch),
 				    msg->rkey, msg->remote_addr,
@@ -430,8 +460,26 @@ static void bzc_resp_write(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			return;
 		}
 	}
-	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
+	lost = bzc_copy(&dc, &sc, msg->local->total, may_sleep);
 	bzc_sgl_put(dst);
+	/*
+	 * The target MR's page: an access violation (IBA class C); the
+	 * immediate's receive, taken already, fails as the responder's own.
+	 */
+	if (lost & BZC_COPY_DST_LOST) {
+		if (imm)
+			bzc_resp_complete(tqp, bzc_resp_rcq(tqp, scratch), msg,
+					  rqe, IB_WC_LOC_PROT_ERR, 0);
+		bzc_resp_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
+		return;
+	}
+	if (lost) {
+		res->local_lost = true;
+		if (imm)
+			bzc_resp_complete(tqp, bzc_resp_rcq(tqp, scratch), msg,
+					  rqe, IB_WC_REM_ABORT_ERR, 0);
+		return;
+	}
 	if (imm)
 		bzc_resp_complete(tqp, bzc_resp_rcq(tqp, scratch), msg, rqe,
 				  IB_WC_SUCCESS, msg->local->total);
@@ -444,6 +492,7 @@ static void bzc_resp_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
 {
 	struct bzc_sgl *remote = scratch->sgl;
 	struct bzc_cursor dc = { .sgl = msg->local }, sc = { .sgl = remote };
+	int lost;
 
 	if (bzc_resp_rdma_target_pd(tqp, bzc_resp_key_pd(tqp, scratch),
 				    msg->rkey, msg->remote_addr,
@@ -452,8 +501,13 @@ static void bzc_resp_read(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		bzc_resp_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
 		return;
 	}
-	bzc_copy(&dc, &sc, msg->local->total, may_sleep);
+	lost = bzc_copy(&dc, &sc, msg->local->total, may_sleep);
 	bzc_sgl_put(remote);
+	/* The source MR's page: an access violation; the sink's: local. */
+	if (lost & BZC_COPY_SRC_LOST)
+		bzc_resp_error(tqp, msg, BZC_AETH_NAK_REM_ACCESS, res);
+	else if (lost)
+		res->local_lost = true;
 }
 
 /**

@@ -32,6 +32,13 @@
 #define BZC_MIN_ACK_TIMEOUT	msecs_to_jiffies(200)
 /* An RC request asks for an ACK at least every this many packets. */
 #define BZC_WIRE_ACK_EVERY	32
+/*
+ * A READ whose sink (an ODP MR) lost pages faults in this much ahead, and
+ * gives up when the process takes them away again this many times in a
+ * row without a byte placed in between.
+ */
+#define BZC_WIRE_SINK_FAULT	SZ_64M
+#define BZC_WIRE_SINK_FAULTS	8
 /* Times a packet the local queue refused is offered again. */
 #define BZC_WIRE_XMIT_TRIES	20
 /* PSN sequence NAKs one message may get before it fails. */
@@ -137,7 +144,8 @@ static void bzc_wire_req_msg(struct bzc_qp *qp, const struct bzc_msg *msg,
 /*
  * Send one packet, its payload (if any) from `sc`, advanced past it. A
  * packet the local queue refused (a full qdisc or NIC ring) is offered
- * again a few times where the caller may sleep. Returns 0 or the errno.
+ * again a few times where the caller may sleep; a payload page that is
+ * gone (-EFAULT) is not. Returns 0 or the errno.
  */
 static int bzc_wire_xmit(struct bzc_dev *bdev, const struct bzc_roce_dest *d,
 			 const struct bzc_roce_hdrs *h, struct bzc_cursor *sc,
@@ -156,24 +164,26 @@ static int bzc_wire_xmit(struct bzc_dev *bdev, const struct bzc_roce_dest *d,
 			return 0;
 		}
 		bzc_count(bdev, BZC_CNT_TX_ERRORS, 1);
-		if (!may_sleep || again == BZC_WIRE_XMIT_TRIES)
+		if (!may_sleep || again == BZC_WIRE_XMIT_TRIES ||
+		    err == -EFAULT)
 			return err;
 		usleep_range(200, 1000);
 	}
 }
 
 /*
- * Send packets `from` to the end of a request message; false if one could
- * not go.
+ * Send packets `from` to the end of a request message. Returns 0, or the
+ * errno of the first packet that could not go (bzc_wire_xmit()).
  */
-static bool bzc_wire_req_xmit(struct bzc_qp *qp, const struct bzc_msg *msg,
-			      const struct bzc_roce_msg *m, u32 pmtu, u32 from,
-			      const struct bzc_roce_dest *d, bool may_sleep)
+static int bzc_wire_req_xmit(struct bzc_qp *qp, const struct bzc_msg *msg,
+			     const struct bzc_roce_msg *m, u32 pmtu, u32 from,
+			     const struct bzc_roce_dest *d, bool may_sleep)
 {
 	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
 	struct bzc_cursor sc = { .sgl = msg->local };
 	struct bzc_roce_hdrs h;
 	u32 i, n;
+	int err;
 
 	/* A READ request is one packet, without payload, whatever its length. */
 	n = bzc_roce_msg_npkts(m, pmtu);
@@ -182,18 +192,20 @@ static bool bzc_wire_req_xmit(struct bzc_qp *qp, const struct bzc_msg *msg,
 	if (from && msg->opcode != IB_UVERBS_WR_RDMA_READ)
 		bzc_cursor_skip(&sc, (u64)from * pmtu);
 	for (i = from; i < n; i++) {
-		if (bzc_roce_msg_hdrs(m, pmtu, i, &h))
-			return false;
+		err = bzc_roce_msg_hdrs(m, pmtu, i, &h);
+		if (err)
+			return err;
 		/* Ask for an ACK now and then too: progress restarts the timer. */
 		if (m->transport == BZC_TRANSPORT_RC &&
 		    !((i + 1) % BZC_WIRE_ACK_EVERY))
 			h.ackreq = true;
-		if (bzc_wire_xmit(bdev, d, &h, &sc, may_sleep))
-			return false;
+		err = bzc_wire_xmit(bdev, d, &h, &sc, may_sleep);
+		if (err)
+			return err;
 		if (may_sleep)
 			cond_resched();
 	}
-	return true;
+	return 0;
 }
 
 /* Is the QP still one the requester should wait for? */
@@ -215,13 +227,14 @@ static void bzc_wire_wait(struct bzc_qp *qp, unsigned long tmo, bool no_timer)
 	for (;;) {
 		wait_event_timeout(w->wait, READ_ONCE(w->done) ||
 				   READ_ONCE(w->progress) ||
+				   READ_ONCE(w->sink_lost) ||
 				   !bzc_wire_req_live(qp), tmo);
 		spin_lock(&w->lock);
 		moved = w->progress;
 		w->progress = false;
 		spin_unlock(&w->lock);
-		if (READ_ONCE(w->done) || !bzc_wire_req_live(qp) ||
-		    (!moved && !no_timer))
+		if (READ_ONCE(w->done) || READ_ONCE(w->sink_lost) ||
+		    !bzc_wire_req_live(qp) || (!moved && !no_timer))
 			return;
 	}
 }
@@ -245,7 +258,10 @@ static bool bzc_wire_rc(struct bzc_qp *qp, const struct bzc_msg *msg,
 	bool reading = msg->opcode == IB_UVERBS_WR_RDMA_READ;
 	struct bzc_roce_msg resp = *m, req;
 	u32 last, from = 0, reached, prev;
-	bool done;
+	bool done, sink_lost;
+	struct bzc_cursor at;
+	u64 left, sunk = 0;
+	u32 sink_faults = BZC_WIRE_SINK_FAULTS;
 
 	resp.response = true;
 	if (reading)
@@ -263,6 +279,7 @@ static bool bzc_wire_rc(struct bzc_qp *qp, const struct bzc_msg *msg,
 	w->sink.i = 0;
 	w->sink.pos = 0;
 	w->sunk = 0;
+	w->sink_lost = false;
 	prev = m->psn;
 	spin_unlock(&w->lock);
 	for (;;) {
@@ -285,13 +302,28 @@ static bool bzc_wire_rc(struct bzc_qp *qp, const struct bzc_msg *msg,
 		}
 		spin_unlock(&w->lock);
 
-		bzc_wire_req_xmit(qp, msg, &req, pmtu, from, d, true);
+		/*
+		 * The WQE's own ODP page is gone: it fails locally; what the
+		 * responder has of the message is never completed.
+		 */
+		if (bzc_wire_req_xmit(qp, msg, &req, pmtu, from, d, true) ==
+		    -EFAULT) {
+			spin_lock(&w->lock);
+			w->active = false;
+			spin_unlock(&w->lock);
+			res->local_lost = true;
+			return true;
+		}
 		bzc_wire_wait(qp, tmo, no_timer);
 
 		spin_lock(&w->lock);
 		w->active = false;
 		done = w->done;
 		*res = w->rr;
+		sink_lost = w->sink_lost;
+		w->sink_lost = false;
+		at = w->sink;
+		left = msg->local->total - w->sunk;
 		/* Go back to the first PSN the responder has not acknowledged. */
 		from = bzc_psn_diff(w->acked, m->psn) + 1;
 		if (done && res->syndrome == (BZC_AETH_NAK | BZC_NAK_PSN_SEQ))
@@ -303,6 +335,26 @@ static bool bzc_wire_rc(struct bzc_qp *qp, const struct bzc_msg *msg,
 			return false;
 		if (done && res->syndrome != (BZC_AETH_NAK | BZC_NAK_PSN_SEQ))
 			break;
+		/*
+		 * A READ response found the sink's ODP page gone: fault in
+		 * what is left (up to BZC_WIRE_SINK_FAULT bytes, so a fork's
+		 * copy-on-write costs one round, not one per page) and ask
+		 * again from there; no retry spent. A page that cannot come
+		 * back (unmapped) fails the WQE locally.
+		 */
+		if (!done && sink_lost) {
+			if (msg->local->total - left != sunk)
+				sink_faults = BZC_WIRE_SINK_FAULTS;
+			sunk = msg->local->total - left;
+			if (!--sink_faults ||
+			    bzc_sgl_fault(&at, min_t(u64, left,
+						     BZC_WIRE_SINK_FAULT),
+					  true)) {
+				res->local_lost = true;
+				return true;
+			}
+			continue;
+		}
 		bzc_count(bdev, BZC_CNT_RETRANSMITS, 1);
 		/*
 		 * The retry counts bound retries without progress: a round
@@ -347,6 +399,7 @@ bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 	struct bzc_roce_msg m;
 	u32 pmtu, n;
 	bool ok;
+	int err;
 
 	if (!qp->wire || bzc_roce_dest_for_msg(qp, msg, &d))
 		return false;
@@ -356,7 +409,9 @@ bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 		ok = bzc_wire_rc(qp, msg, &m, pmtu, &d, res);
 	} else {
 		n = bzc_roce_msg_npkts(&m, pmtu);
-		ok = bzc_wire_req_xmit(qp, msg, &m, pmtu, 0, &d, may_sleep);
+		err = bzc_wire_req_xmit(qp, msg, &m, pmtu, 0, &d, may_sleep);
+		ok = !err || err == -EFAULT;
+		res->local_lost = err == -EFAULT;
 		qp->tx_psn = bzc_psn_add(qp->tx_psn, n);
 	}
 	bzc_roce_dest_put(&d);
@@ -427,7 +482,7 @@ static void bzc_wire_comp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 		break;
 	case BZC_KIND_READ_RESP: {
 		struct bzc_sgl pl;
-		struct bzc_cursor pc = { .sgl = &pl };
+		struct bzc_cursor pc = { .sgl = &pl }, at;
 
 		if (!reading || h->psn != w->expect ||
 		    w->sunk + h->paylen > w->sink.sgl->total ||
@@ -435,7 +490,14 @@ static void bzc_wire_comp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 		     w->sunk + h->paylen != w->sink.sgl->total))
 			goto drop;
 		bzc_sgl_kbuf(&pl, payload, h->paylen);
-		bzc_copy(&w->sink, &pc, h->paylen, false);
+		at = w->sink;
+		/* No fault here, under w->lock: the requester takes it. */
+		if (bzc_copy(&w->sink, &pc, h->paylen, false)) {
+			w->sink = at;
+			w->sink_lost = true;
+			wake_up(&w->wait);
+			break;
+		}
 		w->sunk += h->paylen;
 		w->expect = bzc_psn_add(w->expect, 1);
 		w->progress = true;
@@ -460,10 +522,14 @@ drop:
  * Responder
  */
 
-/* Send a response (ACK, NAK, atomic ACK, READ response packets). */
-static void bzc_wire_respond(struct bzc_dev *bdev, struct bzc_qp *qp,
-			     const struct bzc_roce_ip *ip,
-			     struct bzc_roce_msg *m, struct bzc_sgl *src)
+/*
+ * Send a response (ACK, NAK, atomic ACK, READ response packets). Returns
+ * 0, or the errno of the packet that could not go: -EFAULT when a READ's
+ * source page of an ODP MR is gone.
+ */
+static int bzc_wire_respond(struct bzc_dev *bdev, struct bzc_qp *qp,
+			    const struct bzc_roce_ip *ip,
+			    struct bzc_roce_msg *m, struct bzc_sgl *src)
 {
 	struct bzc_cursor sc = { .sgl = src };
 	struct bzc_roce_dest d;
@@ -471,12 +537,14 @@ static void bzc_wire_respond(struct bzc_dev *bdev, struct bzc_qp *qp,
 	union ib_gid sgid, dgid;
 	u32 pmtu = bzc_qp_pmtu(qp);
 	u32 i, n;
+	int err;
 
 	memcpy(sgid.raw, ip->dgid, sizeof(sgid.raw));
 	memcpy(dgid.raw, ip->sgid, sizeof(dgid.raw));
-	if (bzc_roce_dest_get(bdev, &sgid, &dgid, &d)) {
+	err = bzc_roce_dest_get(bdev, &sgid, &dgid, &d);
+	if (err) {
 		bzc_count(bdev, BZC_CNT_TX_ERRORS, 1);
-		return;
+		return err;
 	}
 	d.ip.tclass = ip->tclass;
 	d.ip.hop_limit = 64;
@@ -487,12 +555,15 @@ static void bzc_wire_respond(struct bzc_dev *bdev, struct bzc_qp *qp,
 	m->dqpn = READ_ONCE(qp->dest_qpn);
 	n = bzc_roce_msg_npkts(m, pmtu);
 	for (i = 0; i < n; i++) {
-		if (bzc_roce_msg_hdrs(m, pmtu, i, &h) ||
-		    bzc_wire_xmit(bdev, &d, &h, &sc, true))
+		err = bzc_roce_msg_hdrs(m, pmtu, i, &h);
+		if (!err)
+			err = bzc_wire_xmit(bdev, &d, &h, &sc, true);
+		if (err)
 			break;
 		cond_resched();
 	}
 	bzc_roce_dest_put(&d);
+	return err;
 }
 
 static void bzc_wire_ack(struct bzc_dev *bdev, struct bzc_qp *qp,
@@ -536,6 +607,7 @@ static u8 bzc_wire_read(struct bzc_dev *bdev, struct bzc_qp *qp,
 		.msn = w->msn,
 	};
 	u8 syndrome;
+	int err;
 
 	syndrome = bzc_resp_rdma_target(qp, h->rkey, h->va, h->dma_len,
 					IB_ACCESS_REMOTE_READ, w->sgl);
@@ -543,9 +615,13 @@ static u8 bzc_wire_read(struct bzc_dev *bdev, struct bzc_qp *qp,
 		return syndrome;
 	if (!h->dma_len)
 		bzc_sgl_kbuf(w->sgl, NULL, 0);
-	bzc_wire_respond(bdev, qp, ip, &m, w->sgl);
+	err = bzc_wire_respond(bdev, qp, ip, &m, w->sgl);
 	bzc_sgl_put(w->sgl);
-	return BZC_AETH_ACK;
+	/*
+	 * The MR's page is gone mid-response: an access violation; the
+	 * NAK ends the READ at the requester, whatever it has received.
+	 */
+	return err == -EFAULT ? BZC_AETH_NAK_REM_ACCESS : BZC_AETH_ACK;
 }
 
 /* An atomic, or the saved answer to it when it is a duplicate. */
@@ -597,21 +673,24 @@ static u8 bzc_wire_atomic(struct bzc_dev *bdev, struct bzc_qp *qp,
 	return BZC_AETH_ACK;
 }
 
-/* Place a packet's payload at byte `off` of `dst` (the one copy). */
-static void bzc_wire_place(struct bzc_sgl *dst, u64 off, const u8 *payload,
+/*
+ * Place a packet's payload at byte `off` of `dst` (the one copy). False
+ * when a page of an ODP MR there is gone (the process unmapped it).
+ */
+static bool bzc_wire_place(struct bzc_sgl *dst, u64 off, const u8 *payload,
 			   u32 len)
 {
 	struct bzc_cursor dc = { .sgl = dst }, sc;
 	struct bzc_sgl pl;
 
 	if (!len)
-		return;
+		return true;
 	bzc_cursor_skip(&dc, off);
 	bzc_sgl_kbuf(&pl, payload, len);
 	sc.sgl = &pl;
 	sc.i = 0;
 	sc.pos = 0;
-	bzc_copy(&dc, &sc, len, true);
+	return !bzc_copy(&dc, &sc, len, true);
 }
 
 /*
@@ -637,6 +716,7 @@ static u8 bzc_wire_send_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
 	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
 	struct bzc_wire *w = qp->wire;
+	bool placed;
 	int err;
 
 	if (!w->have_rqe) {
@@ -661,8 +741,13 @@ static u8 bzc_wire_send_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
 		bzc_qp_error(qp, 0);
 		return BZC_AETH_NAK_INV_REQ;
 	}
-	bzc_wire_place(w->sgl, w->off, payload, h->paylen);
+	placed = bzc_wire_place(w->sgl, w->off, payload, h->paylen);
 	bzc_sgl_put(w->sgl);
+	if (!placed) {
+		bzc_resp_recv_complete(qp, msg, w->rqe, IB_WC_LOC_PROT_ERR, 0);
+		bzc_qp_error(qp, 0);
+		return BZC_AETH_NAK_REM_OP;
+	}
 	w->off += h->paylen;
 	if (!(op->flags & BZC_OPF_END))
 		return BZC_AETH_ACK;
@@ -686,6 +771,7 @@ static u8 bzc_wire_write_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
 	struct bzc_wire *w = qp->wire;
+	bool placed;
 	u8 syndrome;
 	int err;
 
@@ -716,13 +802,18 @@ static u8 bzc_wire_write_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
 			return bzc_wire_no_rqe_syndrome(qp, res);
 		}
 	}
-	bzc_wire_place(w->sgl, 0, payload, h->paylen);
+	placed = bzc_wire_place(w->sgl, 0, payload, h->paylen);
 	bzc_sgl_put(w->sgl);
-	w->off += h->paylen;
 	if ((op->flags & BZC_OPF_END) &&
 	    msg->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM)
-		bzc_resp_recv_complete(qp, msg, w->rqe, IB_WC_SUCCESS,
-				       w->dma_len);
+		bzc_resp_recv_complete(qp, msg, w->rqe,
+				       placed ? IB_WC_SUCCESS :
+						IB_WC_LOC_PROT_ERR,
+				       placed ? w->dma_len : 0);
+	/* The target MR's page is gone: an access violation (class C). */
+	if (!placed)
+		return BZC_AETH_NAK_REM_ACCESS;
+	w->off += h->paylen;
 	return BZC_AETH_ACK;
 }
 

@@ -93,7 +93,9 @@ void bzc_roce_dest_put(struct bzc_roce_dest *d)
  * @gfp: GFP_KERNEL where the caller may sleep
  *
  * Return: 0 when the packet left for the netdev's queue (it may still be
- * dropped there, as on any wire), a negative errno when it was not sent.
+ * dropped there, as on any wire), a negative errno when it was not sent:
+ * -EFAULT when the payload's page of an ODP MR could not be made present
+ * (bzc_copy()), which sending again will not change.
  */
 int bzc_roce_xmit(struct bzc_dev *bdev, const struct bzc_roce_dest *d,
 		  const struct bzc_roce_hdrs *h, struct bzc_cursor *payload,
@@ -128,7 +130,11 @@ int bzc_roce_xmit(struct bzc_dev *bdev, const struct bzc_roce_dest *d,
 
 		bzc_sgl_kbuf(&into, p + iplen + op->hdr_len, h->paylen);
 		/* A worker may fault in an ODP MR's page here. */
-		bzc_copy(&ic, payload, h->paylen, gfpflags_allow_blocking(gfp));
+		if (bzc_copy(&ic, payload, h->paylen,
+			     gfpflags_allow_blocking(gfp))) {
+			kfree_skb(skb);
+			return -EFAULT;
+		}
 	}
 	memset(p + iplen + op->hdr_len + h->paylen, 0, pad);
 	bzc_icrc_buf(p, iplen + roce_len - BZC_ICRC_LEN, &icrc);
@@ -247,6 +253,11 @@ static bool bzc_roce_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 		return bzc_wire_send(qp, msg, may_sleep, res);
 	}
 	err = bzc_roce_send_ud(qp, msg, may_sleep);
+	/* The sender's ODP page is gone: its WQE fails, not the network. */
+	if (err == -EFAULT) {
+		res->local_lost = true;
+		return true;
+	}
 	if (err)
 		ibdev_dbg(qp->ibqp.device, "QP %u: datagram to %pI6c not sent: %d\n",
 			  qp->ibqp.qp_num, msg->av->dgid.raw, err);

@@ -226,12 +226,14 @@ static int bzc_cursor_fault(struct bzc_cursor *c, bool write)
  * Copy one piece (at most a page on each side) where one side or both are
  * in ODP MRs, their tables locked across the copy so no invalidation
  * takes the pages meanwhile. A page that went away since the SGL was
- * built is faulted in again; if that fails (the process unmapped the
- * range while the transfer ran) the piece is skipped and logged.
- * Returns the bytes the cursors advance by.
+ * built is faulted in again where the caller may sleep.
+ * Returns the bytes the cursors advance by, or 0 with *lost set to the
+ * side (BZC_COPY_DST_LOST, BZC_COPY_SRC_LOST) whose page is not there and
+ * cannot be made present (the process unmapped the range while the
+ * transfer ran, or the caller may not sleep).
  */
 static u64 bzc_copy_odp_piece(struct bzc_cursor *dst, struct bzc_cursor *src,
-			      u64 len, bool may_sleep)
+			      u64 len, bool may_sleep, int *lost)
 {
 	struct bzc_mr *dmr = bzc_cursor_odp(dst), *smr = bzc_cursor_odp(src);
 	size_t dlen, slen;
@@ -266,41 +268,32 @@ static u64 bzc_copy_odp_piece(struct bzc_cursor *dst, struct bzc_cursor *src,
 		if (may_sleep)
 			err = d ? bzc_cursor_fault(src, false) :
 				  bzc_cursor_fault(dst, true);
-		if (err)
-			break;
+		if (err) {
+			*lost = d ? BZC_COPY_SRC_LOST : BZC_COPY_DST_LOST;
+			return 0;
+		}
 	}
-	pr_info_ratelimited("bzc: a transfer lost a page of an ODP MR the process unmapped (%d)\n",
-			    err);
-	/* Skip to the end of the shorter side's page. */
-	n = len;
-	if (dmr)
-		n = min_t(u64, n, PAGE_SIZE - offset_in_page(dmr->page_off +
-				  dst->sgl->seg[dst->i].off + dst->pos));
-	if (smr)
-		n = min_t(u64, n, PAGE_SIZE - offset_in_page(smr->page_off +
-				  src->sgl->seg[src->i].off + src->pos));
-	if (dst->sgl->kbuf)
-		n = min_t(u64, n, dst->sgl->total - dst->pos);
-	else
-		n = min_t(u64, n, dst->sgl->seg[dst->i].len - dst->pos);
-	if (src->sgl->kbuf)
-		n = min_t(u64, n, src->sgl->total - src->pos);
-	else
-		n = min_t(u64, n, src->sgl->seg[src->i].len - src->pos);
-	return n;
 }
 
-/* Copy `len` bytes (both sides hold at least that much), page by page. */
-static void bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
-			   u64 len, bool may_sleep)
+/*
+ * Copy `len` bytes (both sides hold at least that much), page by page.
+ * Stops at a page of an ODP MR that cannot be made present: returns its
+ * side (BZC_COPY_*_LOST), the cursors left there; 0 when all went.
+ */
+static int bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
+			  u64 len, bool may_sleep)
 {
+	int lost = 0;
+
 	while (len) {
 		size_t dlen, slen;
 		u64 n;
 		void *d, *s;
 
 		if (bzc_cursor_odp(dst) || bzc_cursor_odp(src)) {
-			n = bzc_copy_odp_piece(dst, src, len, may_sleep);
+			n = bzc_copy_odp_piece(dst, src, len, may_sleep, &lost);
+			if (lost)
+				return lost;
 		} else {
 			d = bzc_cursor_map(dst, &dlen);
 			s = bzc_cursor_map(src, &slen);
@@ -315,6 +308,43 @@ static void bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
 		if (may_sleep)
 			cond_resched();
 	}
+	return 0;
+}
+
+/**
+ * bzc_sgl_fault() - fault in the ODP MR pages of an SGL range
+ * @c: where the range starts (not moved)
+ * @len: its bytes; the SGL holds at least that many past @c
+ * @write: the pages must be writable
+ *
+ * For a copy that may not sleep (a spinlock held) and found a page
+ * missing: the caller drops its lock, calls this, and copies again.
+ * Sleeps.
+ *
+ * Return: 0, or bzc_odp_fault()'s errno for the first page that could not
+ * be made present.
+ */
+int bzc_sgl_fault(const struct bzc_cursor *c, u64 len, bool write)
+{
+	const struct bzc_seg *seg;
+	u64 pos = c->pos, n;
+	u32 i = c->i;
+	int err;
+
+	if (c->sgl->kbuf)
+		return 0;
+	for (; len && i < c->sgl->n; i++, pos = 0) {
+		seg = &c->sgl->seg[i];
+		n = min_t(u64, len, seg->len - pos);
+		if (n && seg->mr && seg->mr->odp) {
+			err = bzc_odp_fault(seg->mr, seg->off + pos, n, write,
+					    true);
+			if (err)
+				return err;
+		}
+		len -= n;
+	}
+	return 0;
 }
 
 /**
@@ -350,11 +380,13 @@ struct bzc_copy_job {
 	u64 len;
 	u64 nchunks;
 	atomic64_t next;		/* the next chunk to take */
+	atomic_t lost;			/* BZC_COPY_*_LOST of any chunk */
 };
 
 static void bzc_copy_chunks(struct bzc_copy_job *job)
 {
 	u64 c;
+	int lost;
 
 	while ((c = atomic64_fetch_inc(&job->next)) < job->nchunks) {
 		struct bzc_cursor d = job->dst, s = job->src;
@@ -362,8 +394,13 @@ static void bzc_copy_chunks(struct bzc_copy_job *job)
 
 		bzc_cursor_skip(&d, off);
 		bzc_cursor_skip(&s, off);
-		bzc_copy_pages(&d, &s, min_t(u64, BZC_CHUNK_BYTES,
-					     job->len - off), true);
+		lost = bzc_copy_pages(&d, &s, min_t(u64, BZC_CHUNK_BYTES,
+						    job->len - off), true);
+		if (lost) {
+			/* The message fails: the other chunks need not go. */
+			atomic_or(lost, &job->lost);
+			atomic64_set(&job->next, job->nchunks);
+		}
 	}
 }
 
@@ -379,28 +416,43 @@ static void bzc_copy_helper(struct work_struct *work)
  * @len: bytes to copy; both sides hold at least that many
  * @may_sleep: the caller may sleep: long copies reschedule and share the
  *	       work with a second worker on bzc_wq (one copy thread runs at
- *	       about half the memory bandwidth of two)
+ *	       about half the memory bandwidth of two), and a page of an ODP
+ *	       MR that was invalidated since the SGL was built is faulted in
+ *	       again
+ *
+ * A page of an ODP MR that is not there and cannot be made present (the
+ * process unmapped it while the transfer ran; or @may_sleep is false) ends
+ * the copy early: what was copied before it stays, the cursors are then
+ * somewhere short of @len, and the caller fails the message with the
+ * status its side calls for.
+ *
+ * Return: 0 when all @len bytes went; otherwise BZC_COPY_DST_LOST and/or
+ * BZC_COPY_SRC_LOST, the side whose page was missing.
  */
-void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
-	      bool may_sleep)
+int bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
+	     bool may_sleep)
 {
 	struct bzc_copy_job job;
+	int lost;
 
-	if (!may_sleep || len < BZC_SPLIT_BYTES) {
-		bzc_copy_pages(dst, src, len, may_sleep);
-		return;
-	}
+	if (!may_sleep || len < BZC_SPLIT_BYTES)
+		return bzc_copy_pages(dst, src, len, may_sleep);
 	job.dst = *dst;
 	job.src = *src;
 	job.len = len;
 	job.nchunks = DIV_ROUND_UP_ULL(len, BZC_CHUNK_BYTES);
 	atomic64_set(&job.next, 0);
+	atomic_set(&job.lost, 0);
 	INIT_WORK_ONSTACK(&job.work, bzc_copy_helper);
 	queue_work(bzc_wq, &job.work);
 	bzc_copy_chunks(&job);
 	/* Not started: never will; running: finishing its last chunk. */
 	cancel_work_sync(&job.work);
 	destroy_work_on_stack(&job.work);
+	lost = atomic_read(&job.lost);
+	if (lost)
+		return lost;
 	bzc_cursor_skip(dst, len);
 	bzc_cursor_skip(src, len);
+	return 0;
 }

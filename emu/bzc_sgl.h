@@ -59,7 +59,11 @@ bool bzc_sgl_from_sges(struct bzc_sgl *sgl, struct bzc_dev *bdev,
 		       struct ib_pd *pd, const struct bzc_sge *sge, u32 num_sge,
 		       int access);
 void bzc_cursor_skip(struct bzc_cursor *c, u64 n);
-void bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src, u64 len,
-	      bool may_sleep);
+int bzc_sgl_fault(const struct bzc_cursor *c, u64 len, bool write);
+/* bzc_copy()'s result: the side whose ODP MR page was not there */
+#define BZC_COPY_DST_LOST	BIT(0)
+#define BZC_COPY_SRC_LOST	BIT(1)
+int __must_check bzc_copy(struct bzc_cursor *dst, struct bzc_cursor *src,
+			  u64 len, bool may_sleep);
 
 #endif /* BZC_SGL_H */

@@ -51,6 +51,12 @@ struct bzc_resp_result {
 	u8 syndrome;			/* BZC_AETH_* */
 	u64 atomic_orig;		/* atomics: the value before */
 	/*
+	 * The requester's own SGEs lost a page of an ODP MR while the
+	 * responder copied (the process unmapped it): the WQE fails with a
+	 * local protection error, whatever the responder answers.
+	 */
+	bool local_lost;
+	/*
 	 * Not an answer: the transport must wait for one and the caller may
 	 * not sleep. The requester hands the WQE to the QP's worker.
 	 */
@@ -98,6 +104,12 @@ struct bzc_wire {
 	u32 expect;			/* READ: the next response PSN */
 	struct bzc_cursor sink;		/* READ: into the WQE's SGEs */
 	u64 sunk;			/* READ: bytes placed */
+	/*
+	 * READ: a response found a page of an ODP MR at the sink missing.
+	 * It was dropped; the requester, which owns the SGEs, faults the
+	 * rest in and asks again from there (bzc_wire_rc()).
+	 */
+	bool sink_lost;
 	struct bzc_resp_result rr;	/* the answer */
 
 	u32 gen;			/* bzc_qp.resp_gen taken up */
@@ -212,7 +224,8 @@ u8 bzc_resp_flush(struct bzc_qp *tqp, const struct bzc_msg *msg);
 
 /* bzc_comp.c: the completer */
 void bzc_comp_answer(const struct bzc_msg *msg,
-		     const struct bzc_resp_result *rr, struct bzc_result *res);
+		     const struct bzc_resp_result *rr, bool may_sleep,
+		     struct bzc_result *res);
 bool bzc_comp_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		  struct bzc_result *res);
 void bzc_comp_flush(struct bzc_qp *qp, const struct bzc_send_wqe *wqe);

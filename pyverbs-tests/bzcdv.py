@@ -352,6 +352,14 @@ def munmap(addr, length):
         _errno_raise('munmap')
 
 
+MADV_DONTNEED = 4
+
+
+def madvise(addr, length, advice):
+    if _libc.madvise(addr, length, advice):
+        _errno_raise('madvise')
+
+
 def memcmp(a, b, n):
     return _libc.memcmp(a, b, n)
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 
 import pytest
@@ -36,6 +37,8 @@ BZC_IPV4 = os.environ.get('BZC_IPV4', '198.19.0.1')
 IMM = 0x5eed0b0c
 MTU_4096 = 5
 WC_REM_ACCESS_ERR = 10
+ACCESS_ON_DEMAND = 1 << 6
+PAGE = 4096
 WC_RECV_RDMA_WITH_IMM = 129
 
 needs_qp_chan = pytest.mark.skipif(
@@ -393,4 +396,83 @@ def test_wire_bad_rkey(far):
                     'rkey': f.info['rkey'] ^ 0x1000}, timeout=120)
     assert wc.status == WC_REM_ACCESS_ERR, dv.wc_str(wc)
     assert f.ask('sha', off=0, len=n)['sha'] == before
+    assert qp.state() == dv.QPS_ERR
+
+
+# An ODP MR as the sink of a bulk READ from the peer, and the process
+# changing its mapping while the READ responses come in: the requester
+# takes the fault (the receive worker cannot), then asks again for the rest.
+
+@pytest.fixture
+def one_message():
+    """The bulk request goes as one READ message, so its SGEs are resolved
+    (and an ODP MR's pages faulted in) once, before the first response."""
+    path = '/sys/module/bzc/parameters/bulk_qp_msg_kb'
+    with open(path) as fh:
+        old = fh.read().strip()
+    with open(path, 'w') as fh:
+        fh.write(str(WIRE_BYTES >> 10))
+    yield
+    with open(path, 'w') as fh:
+        fh.write(old)
+
+
+def read_while(chan, f, dst, mr, change):
+    """A bulk READ of the peer's first WIRE_BYTES into dst (ODP MR mr);
+    change() runs in a thread once the first bytes have landed."""
+    n = WIRE_BYTES
+    first = ctypes.c_ubyte.from_address(dst.addr)
+    errors = []
+
+    def watch():
+        deadline = time.monotonic() + 120
+        while not first.value and time.monotonic() < deadline:
+            time.sleep(0.001)
+        try:
+            assert first.value, 'the READ never started'
+            change()
+        except Exception as ex:          # reported by the test below
+            errors.append(ex)
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        wc = one(chan, {'op': dv.BULK_READ,
+                        'sges': [(dst.addr, n, mr.lkey)],
+                        'raddr': f.info['addr'], 'rkey': f.info['rkey']},
+                 timeout=900)
+    finally:
+        t.join()
+    assert not errors, errors
+    return wc
+
+
+@pytest.mark.two_hosts
+def test_wire_read_odp_sink_discarded(far, one_message):
+    """The process discards (MADV_DONTNEED) the half of the ODP sink the
+    responses have not reached yet: the pages come back and the data
+    arrives intact (before, the responses for them were skipped and the
+    READ succeeded with zeros there)."""
+    c, chan, f, _ = far
+    n = WIRE_BYTES
+    f.ask('fill', seed=27, off=0, len=n)
+    dst = c.buf(n)
+    mr = c.mr(dst.addr, n, dv.ACCESS_ALL | ACCESS_ON_DEMAND)
+    wc = read_while(chan, f, dst, mr, lambda: dv.madvise(
+        dst.addr + n // 2, n // 2, dv.MADV_DONTNEED))
+    assert wc.status == dv.WC_SUCCESS, dv.wc_str(wc)
+    assert f.ask('sha', off=0, len=n)['sha'] == sha(dst.addr, n)
+
+
+@pytest.mark.two_hosts
+def test_wire_read_odp_sink_unmapped(far, one_message):
+    """The process unmaps the last page of the ODP sink while the READ
+    responses come in: a local protection error, the QP in ERR."""
+    c, chan, f, qp = far
+    n = WIRE_BYTES
+    f.ask('fill', seed=28, off=0, len=n)
+    dst = c.buf(n)
+    mr = c.mr(dst.addr, n, dv.ACCESS_ALL | ACCESS_ON_DEMAND)
+    wc = read_while(chan, f, dst, mr,
+                    lambda: dv.munmap(dst.addr + n - PAGE, PAGE))
+    assert wc.status == dv.WC_LOC_PROT_ERR, dv.wc_str(wc)
     assert qp.state() == dv.QPS_ERR

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pyverbs.enums as e
 from pyverbs.mr import MR
@@ -603,6 +604,101 @@ def test_unmapped_receive_buffer(env, pair, mrs):
     assert st != e.IBV_WC_SUCCESS, h.wc_status_str(st)
     rwc = h.poll_cq(b.rcq, 1)[0]
     assert rwc.status == e.IBV_WC_LOC_PROT_ERR, h.wc_str(rwc)
+
+
+# A page taken away while a transfer runs: the SGEs resolved when the WQE
+# started, then the process unmapped a page the copy had not reached yet.
+# The WQE must fail, not complete with a hole in the data.
+
+BIG = 256 << 20
+
+
+def _unmap_once_started(post, watch, region, off, n=PAGE):
+    """post(), wait until the byte at address `watch` is no longer 0 (the
+    copy has begun), then unmap [off, off + n) of `region`.
+
+    The copy runs in bzc's high-priority workers, one per CPU, which would
+    keep this process off the CPU until they are done: it waits as a
+    real-time task (SCHED_FIFO) meanwhile, so it sees the first byte land
+    and unmaps long before the copy reaches the end."""
+    byte = C.c_ubyte.from_address(watch)
+    old = os.sched_getscheduler(0), os.sched_getparam(0)
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    try:
+        post()
+        deadline = time.monotonic() + 60
+        while not byte.value:
+            assert time.monotonic() < deadline, 'the transfer never started'
+        region.unmap(off, n)
+    finally:
+        os.sched_setscheduler(0, old[0], old[1])
+
+
+def test_source_unmapped_mid_write(env, pair, mrs):
+    """RDMA WRITE from an ODP MR whose last page the process unmaps while
+    the copy runs: the requester's local protection error."""
+    a, b = pair()
+    src, smr = mrs.odp(BIG)
+    dst = mrs.plain(BIG)
+    src.write(0, b'\x01' * PAGE)
+    wr = rdma_wr(21, e.IBV_WR_RDMA_WRITE, [rsge(src, smr, 0, BIG)],
+                 dst.rkey, dst.buf)
+    _unmap_once_started(lambda: a.qp.post_send(wr), dst.buf, src,
+                        BIG - PAGE)
+    wc = h.poll_cq(a.scq, 1)[0]
+    assert (wc.wr_id, wc.status) == (21, e.IBV_WC_LOC_PROT_ERR), h.wc_str(wc)
+    assert dst.read(PAGE, 0) == b'\x01' * PAGE
+
+
+def test_target_unmapped_mid_write(env, pair, mrs):
+    """RDMA WRITE into an ODP MR whose last page the target process unmaps
+    while the copy runs: a remote access error."""
+    a, b = pair()
+    src = mrs.plain(BIG)
+    dst, dmr = mrs.odp(BIG)
+    src.write(b'\x02' * PAGE, PAGE, 0)
+    wr = rdma_wr(22, e.IBV_WR_RDMA_WRITE, [sge(src, 0, BIG)], dmr.rkey,
+                 dst.addr)
+    _unmap_once_started(lambda: a.qp.post_send(wr), dst.addr, dst,
+                        BIG - PAGE)
+    wc = h.poll_cq(a.scq, 1)[0]
+    assert (wc.wr_id, wc.status) == (22, e.IBV_WC_REM_ACCESS_ERR), \
+        h.wc_str(wc)
+
+
+def test_read_sink_unmapped_mid_read(env, pair, mrs):
+    """RDMA READ into an ODP MR whose last page the process unmaps while
+    the response is copied in: the requester's local protection error."""
+    a, b = pair()
+    src = mrs.plain(BIG)
+    sink, smr = mrs.odp(BIG)
+    src.write(b'\x03' * PAGE, PAGE, 0)
+    wr = rdma_wr(23, e.IBV_WR_RDMA_READ, [rsge(sink, smr, 0, BIG)],
+                 src.rkey, src.buf)
+    _unmap_once_started(lambda: a.qp.post_send(wr), sink.addr, sink,
+                        BIG - PAGE)
+    wc = h.poll_cq(a.scq, 1)[0]
+    assert (wc.wr_id, wc.status) == (23, e.IBV_WC_LOC_PROT_ERR), h.wc_str(wc)
+
+
+def test_send_source_unmapped_mid_send(env, pair, mrs):
+    """SEND from an ODP MR whose last page the sender unmaps while the
+    copy runs: the send fails with a local protection error, and the
+    receive, half filled, completes with IBV_WC_REM_ABORT_ERR (the
+    requester aborted the message) rather than silently vanishing."""
+    a, b = pair()
+    src, smr = mrs.odp(BIG)
+    dst = mrs.plain(BIG)
+    src.write(0, b'\x04' * PAGE)
+    b.qp.post_recv(recv_wr(124, [sge(dst, 0, BIG)]))
+    wr = send_wr(24, e.IBV_WR_SEND, [rsge(src, smr, 0, BIG)])
+    _unmap_once_started(lambda: a.qp.post_send(wr), dst.buf, src,
+                        BIG - PAGE)
+    wc = h.poll_cq(a.scq, 1)[0]
+    assert (wc.wr_id, wc.status) == (24, e.IBV_WC_LOC_PROT_ERR), h.wc_str(wc)
+    rwc = h.poll_cq(b.rcq, 1)[0]
+    assert (rwc.wr_id, rwc.status) == (124, e.IBV_WC_REM_ABORT_ERR), \
+        h.wc_str(rwc)
 
 
 # --- rereg --------------------------------------------------------------------
