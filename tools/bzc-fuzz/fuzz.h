@@ -82,6 +82,12 @@ enum op_id {
 	OP_RAW_MMAP,
 	OP_MEM_CHURN,
 	OP_FORK_CHILD,
+	OP_DM_ALLOC,
+	OP_DM_FREE,
+	OP_DM_COPY,
+	OP_DM_MR,
+	OP_DMABUF_MR,
+	OP_ADVISE_MR,
 	/* Not drawn: what completions and events reported (status, type). */
 	OP_CQE_STATUS,
 	OP_ASYNC_EVENT,
@@ -141,6 +147,8 @@ struct world {
 	struct bzcdv_bulk_chan *chan[NSLOT];
 	uint32_t chan_peer[NSLOT];	/* what chan[i] connected to; 0: none */
 	struct bzcdv_mr_cached *cmr[NSLOT];
+	struct ibv_dm *dm[NSLOT];
+	uint64_t dm_len[NSLOT];
 	/* Raw mappings of the uverbs fd kept for a while (raw_mmap). */
 	void *map[NSLOT];
 	size_t map_len[NSLOT];
@@ -236,6 +244,8 @@ int pick_slot(struct worker *w, void *const *slots);
 int pick_used(struct worker *w, void *const *slots);
 void publish_qpn(struct worker *w, uint32_t qpn);
 void publish_key(struct worker *w, uint32_t rkey, uint64_t addr, uint64_t len);
+/* Access flags for an MR: usual sets, single bits flipped, or random. */
+unsigned int rnd_access(struct worker *w);
 
 int op_ctx_reopen(struct worker *w);
 int op_pd_alloc(struct worker *w);
@@ -288,6 +298,14 @@ int op_raw_write(struct worker *w);
 int op_raw_mmap(struct worker *w);
 int op_mem_churn(struct worker *w);
 int op_fork_child(struct worker *w);
+
+/* memory.c */
+int op_dm_alloc(struct worker *w);
+int op_dm_free(struct worker *w);
+int op_dm_copy(struct worker *w);
+int op_dm_mr(struct worker *w);
+int op_dmabuf_mr(struct worker *w);
+int op_advise_mr(struct worker *w);
 /* A raw SQ doorbell (BZC_METHOD_QP_DOORBELL); 0 or errno. */
 int raw_qp_doorbell(struct ibv_context *ctx, uint32_t qp_handle);
 

@@ -82,6 +82,12 @@ const struct fuzz_op fuzz_ops[OP_COUNT] = {
 	[OP_RAW_MMAP] = { "raw_mmap", op_raw_mmap, 3 },
 	[OP_MEM_CHURN] = { "mem_churn", op_mem_churn, 3 },
 	[OP_FORK_CHILD] = { "fork_child", op_fork_child, 1 },
+	[OP_DM_ALLOC] = { "dm_alloc", op_dm_alloc, 2 },
+	[OP_DM_FREE] = { "dm_free", op_dm_free, 2 },
+	[OP_DM_COPY] = { "dm_copy", op_dm_copy, 3 },
+	[OP_DM_MR] = { "dm_mr", op_dm_mr, 2 },
+	[OP_DMABUF_MR] = { "dmabuf_mr", op_dmabuf_mr, 2 },
+	[OP_ADVISE_MR] = { "advise_mr", op_advise_mr, 2 },
 	[OP_CQE_STATUS] = { "(cqe status)", NULL, 0 },
 	[OP_ASYNC_EVENT] = { "(async event)", NULL, 0 },
 };

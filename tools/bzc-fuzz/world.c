@@ -95,7 +95,7 @@ static void arena_range(struct worker *w, uint64_t *addr, uint64_t *len,
 	*len = chance(w, 10) ? room : 1 + rnd_below(w, max);
 }
 
-static unsigned int rnd_access(struct worker *w)
+unsigned int rnd_access(struct worker *w)
 {
 	static const unsigned int bits[] = {
 		IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_WRITE,
@@ -299,6 +299,8 @@ void world_close(struct worker *w, bool orderly)
 				wd->mr[i] = NULL;
 		}
 		for (i = 0; i < NSLOT; i++) {
+			if (wd->dm[i] && !ibv_free_dm(wd->dm[i]))
+				wd->dm[i] = NULL;
 			if (wd->cq[i] && !ibv_destroy_cq(wd->cq[i]))
 				wd->cq[i] = NULL;
 			if (wd->pd[i] && !ibv_dealloc_pd(wd->pd[i]))
