@@ -41,7 +41,7 @@ from pyverbs.device import Context  # noqa: E402
 from pyverbs.addr import GID  # noqa: E402
 from pyverbs.mr import MR  # noqa: E402
 from pyverbs.pd import PD  # noqa: E402
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr  # noqa: E402
+from pyverbs.qp import QP, QPCap, QPInitAttr  # noqa: E402
 from pyverbs.wr import RecvWR, SGE  # noqa: E402
 import pyverbs.enums as e  # noqa: E402
 

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: (GPL-2.0 OR Linux-OpenIB)
-"""NFS over RDMA in one machine: the kernel's NFS server (nfsd, listening
-on RDMA only) and client (the rpcrdma transport of nfs), for
-test_nfsrdma.py.
+"""NFS over RDMA: the kernel's NFS server (nfsd, listening on RDMA only)
+and client (the rpcrdma transport of nfs), for test_nfsrdma.py (both in
+one machine) and test_nfsrdma_wire.py (the server on the peer machine,
+run as `nfsrdma.py serve ADDR CLIENT ROOT PORT`, see serve()).
 
 The smallest setup that serves NFSv4.2 and NFSv3 on a host whose root is
 read-only (the test guest's 9p root), in a mount namespace of the
@@ -29,13 +30,19 @@ foreground as children of the test and are stopped by their pid.
 """
 
 import ctypes
+import hashlib
+import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 
-import bzc_helpers as h
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bzc_helpers as h  # noqa: E402
 
 PORT = 20049
 MODULES = ('nfsd', 'rpcrdma', 'nfsv3', 'nfsv4')
@@ -257,3 +264,100 @@ class Client:
                     vals = [int(v) for v in m.group(1).split()]
                     return dict(zip(XPRT_RDMA_FIELDS, vals))
         return None
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha(path):
+    """SHA-256 of a file, or None when there is no such file."""
+    try:
+        with open(path, 'rb') as f:
+            return hashlib.file_digest(f, 'sha256').hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def write_synced(path, data):
+    """Write a file and fsync it: the data has reached the server."""
+    with open(path, 'wb') as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def check_transport(c):
+    """The rpcrdma transport of Client `c` is healthy; returns its
+    counters."""
+    st = c.xprt_stats()
+    assert st is not None, 'no rpcrdma transport in /proc/self/mountstats'
+    # One connection: an error completion or a flushed QP would have
+    # made rpcrdma disconnect and connect again.
+    assert st['connect_count'] == 1, st
+    # Not failed_marshal_count: it counts the calls that found the MR
+    # pool empty (-EAGAIN, sent again once xprtrdma has made more MRs),
+    # which a burst of large I/O after the mount does on rxe0 alike.
+    for bad in ('bad_xids', 'bad_reply_count', 'mrs_orphaned'):
+        assert st[bad] == 0, (bad, st)
+    # Every chunk goes through a fast-registered MR.
+    assert st['mrs_allocated'] > 0, st
+    return st
+
+
+def serve(addr, client, root, port):
+    """The server of test_nfsrdma_wire.py, on the peer: nfsd on `addr`
+    exporting to `client`, then JSON lines on TCP `port` (one connection):
+
+      {"op": "listeners"}     -> {"listeners": [...]}: nfsd's portlist
+      {"op": "sha", "path"}   -> {"sha": hex or null}: a file of the export
+      {"op": "exit"}          -> {}: the server stopped, nfsd and rpcrdma
+                                 unloaded; {"error"} with what failed
+
+    The server lives in this process' own mount namespace: only this
+    process sees the export, so the test asks it."""
+    missing = missing_tool()
+    if missing:
+        sys.exit(f'{missing[0]} not installed (Debian package {missing[1]})')
+    missing = h.load_modules(('nfsd', 'rpcrdma'))
+    if missing:
+        sys.exit(f'kernel module {missing[0]} cannot be loaded: {missing[1]}')
+    if nfsd_threads():
+        sys.exit('an NFS server already runs on this machine')
+    private_mounts()
+    srv = Server(addr, client, root)
+    lsock = socket.create_server(('', port))
+    try:
+        srv.start()
+        conn, _ = lsock.accept()
+        with conn, conn.makefile('r') as rfile:
+            for line in rfile:
+                req = json.loads(line)
+                if req['op'] == 'listeners':
+                    ans = {'listeners': srv.listeners()}
+                elif req['op'] == 'sha':
+                    ans = {'sha': file_sha(os.path.join(srv.export,
+                                                         req['path']))}
+                elif req['op'] == 'exit':
+                    errors = srv.stop()
+                    for mod in ('nfsd', 'rpcrdma'):
+                        cp = h.run(['modprobe', '-r', mod], check=False,
+                                   timeout=120)
+                        if cp.returncode:
+                            errors.append(f'modprobe -r {mod}: '
+                                          f'{cp.stderr.strip()}')
+                    ans = {'error': errors} if errors else {}
+                else:
+                    ans = {'error': f'no op {req["op"]!r}'}
+                conn.sendall(json.dumps(ans).encode() + b'\n')
+                if req['op'] == 'exit':
+                    return
+    finally:
+        lsock.close()
+        srv.stop()
+
+
+if __name__ == '__main__':
+    if len(sys.argv) != 6 or sys.argv[1] != 'serve':
+        sys.exit(f'usage: {sys.argv[0]} serve ADDR CLIENT ROOT PORT')
+    serve(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))

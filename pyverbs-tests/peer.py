@@ -164,3 +164,47 @@ def from_env():
     None on a single machine."""
     addr = os.environ.get('PEER_AGENT')
     return Peer(addr) if addr else None
+
+
+class Script:
+    """A script started on the peer that answers JSON lines on TCP `port`
+    of `host` (the peer's address): bulk_wire_peer.py, nfsrdma.py serve.
+    ask() sends one request and returns its answer; an answer with
+    "error" fails the test with it."""
+
+    def __init__(self, peer, argv, host, port, timeout=900):
+        self.proc = peer.start(argv)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.sock = socket.create_connection((host, port),
+                                                     timeout=5)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    r = self.proc.stop()
+                    raise PeerError(f'{argv[1]} not listening on the '
+                                    f'peer:\n{r}')
+                time.sleep(0.3)
+        self.sock.settimeout(timeout)
+        self.rfile = self.sock.makefile('r')
+
+    def ask(self, op, **kw):
+        self.sock.sendall(json.dumps({'op': op, **kw}).encode() + b'\n')
+        line = self.rfile.readline()
+        if not line:
+            raise PeerError(f'the peer script went away:\n{self.proc.stop()}')
+        ans = json.loads(line)
+        assert 'error' not in ans, ans['error']
+        return ans
+
+    def close(self, timeout=300):
+        """Ask it to exit and wait; its Result (rc None: killed)."""
+        try:
+            self.ask('exit')
+        finally:
+            self.sock.close()
+            r = self.proc.wait(timeout)
+            if r.rc is None:
+                r = self.proc.stop()
+        return r

@@ -17,9 +17,7 @@ BULK_WIRE_MIB sets the size of the two-machine transfers (default 64: a
 import ctypes
 import errno
 import hashlib
-import json
 import os
-import socket
 import threading
 import time
 
@@ -28,6 +26,7 @@ import pytest
 import bzc_helpers as h
 import bzcdv as dv
 import client_runner as cr
+import peer as peer_mod
 import test_two_hosts as th
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -244,7 +243,7 @@ def gid_str(raw):
     return ':'.join(raw[i:i + 2].hex() for i in range(0, 16, 2))
 
 
-class Far:
+class Far(peer_mod.Script):
     """bulk_wire_peer.py on the peer, and our RC QP connected to its."""
 
     def __init__(self, peer, size):
@@ -252,45 +251,16 @@ class Far:
         self.dev = env['BZC_LINK_DEV']
         self.ipv4 = env['BZC_IPV4']
         gidx = th.gid_index(th.peer_gids(peer, self.dev), self.ipv4)
-        self.port = cr.free_tcp_port()
-        self.proc = peer.start(['/usr/bin/python3',
+        port = cr.free_tcp_port()
+        super().__init__(peer, ['/usr/bin/python3',
                                 os.path.join(HERE, 'bulk_wire_peer.py'),
-                                self.dev, str(gidx), str(self.port),
-                                str(size)])
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.sock = socket.create_connection((self.ipv4, self.port),
-                                                     timeout=5)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    r = self.proc.stop()
-                    raise AssertionError(f'peer script not listening:\n{r}')
-                time.sleep(0.3)
-        self.sock.settimeout(900)
-        self.rfile = self.sock.makefile('r')
+                                self.dev, str(gidx), str(port), str(size)],
+                         self.ipv4, port)
         self.info = self.ask('info')
-
-    def ask(self, op, **kw):
-        self.sock.sendall(json.dumps({'op': op, **kw}).encode() + b'\n')
-        line = self.rfile.readline()
-        assert line, f'the peer script went away:\n{self.proc.stop()}'
-        ans = json.loads(line)
-        assert 'error' not in ans, ans['error']
-        return ans
 
     def connect(self, qp):
         self.ask('connect', qpn=qp.qpn, gid=gid_str(qp.gid), psn=0,
                  mtu=MTU_4096)
-
-    def close(self):
-        try:
-            self.ask('exit')
-        finally:
-            self.sock.close()
-            if self.proc.wait(30).rc is None:
-                self.proc.stop()
 
 
 @pytest.fixture
@@ -402,6 +372,9 @@ def test_wire_bad_rkey(far):
 # An ODP MR as the sink of a bulk READ from the peer, and the process
 # changing its mapping while the READ responses come in: the requester
 # takes the fault (the receive worker cannot), then asks again for the rest.
+# 16 MiB: two seconds of responses between two TCG guests.
+
+ODP_BYTES = min(WIRE_BYTES, 16 * MIB)
 
 @pytest.fixture
 def one_message():
@@ -411,16 +384,16 @@ def one_message():
     with open(path) as fh:
         old = fh.read().strip()
     with open(path, 'w') as fh:
-        fh.write(str(WIRE_BYTES >> 10))
+        fh.write(str(ODP_BYTES >> 10))
     yield
     with open(path, 'w') as fh:
         fh.write(old)
 
 
 def read_while(chan, f, dst, mr, change):
-    """A bulk READ of the peer's first WIRE_BYTES into dst (ODP MR mr);
+    """A bulk READ of the peer's first ODP_BYTES into dst (ODP MR mr);
     change() runs in a thread once the first bytes have landed."""
-    n = WIRE_BYTES
+    n = ODP_BYTES
     first = ctypes.c_ubyte.from_address(dst.addr)
     errors = []
 
@@ -453,7 +426,7 @@ def test_wire_read_odp_sink_discarded(far, one_message):
     arrives intact (before, the responses for them were skipped and the
     READ succeeded with zeros there)."""
     c, chan, f, _ = far
-    n = WIRE_BYTES
+    n = ODP_BYTES
     f.ask('fill', seed=27, off=0, len=n)
     dst = c.buf(n)
     mr = c.mr(dst.addr, n, dv.ACCESS_ALL | ACCESS_ON_DEMAND)
@@ -468,7 +441,7 @@ def test_wire_read_odp_sink_unmapped(far, one_message):
     """The process unmaps the last page of the ODP sink while the READ
     responses come in: a local protection error, the QP in ERR."""
     c, chan, f, qp = far
-    n = WIRE_BYTES
+    n = ODP_BYTES
     f.ask('fill', seed=28, off=0, len=n)
     dst = c.buf(n)
     mr = c.mr(dst.addr, n, dv.ACCESS_ALL | ACCESS_ON_DEMAND)

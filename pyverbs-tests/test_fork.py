@@ -17,7 +17,6 @@ import os
 import signal
 
 import pyverbs.enums as e
-from pyverbs.pd import PD
 import pytest
 
 import bzc_helpers as h

@@ -30,7 +30,6 @@ Skips name what is missing: a program of nfs-kernel-server, nfs-common
 or rpcbind, fio, or a kernel module.
 """
 
-import hashlib
 import os
 import random
 
@@ -50,22 +49,6 @@ SMALL_FILES = 300
 SMALL_MAX = 6000
 FIO_RAND = '8M'
 FIO_SEQ = '16M'
-
-
-def _sha(data):
-    return hashlib.sha256(data).hexdigest()
-
-
-def _file_sha(path):
-    with open(path, 'rb') as f:
-        return _sha(f.read())
-
-
-def _write(path, data):
-    with open(path, 'wb') as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 @pytest.fixture(scope='module')
@@ -112,23 +95,6 @@ def client(request, server):
         c.umount()
 
 
-def _check_transport(c):
-    """The mount's rpcrdma transport is healthy; returns its counters."""
-    st = c.xprt_stats()
-    assert st is not None, 'no rpcrdma transport in /proc/self/mountstats'
-    # One connection: an error completion or a flushed QP would have
-    # made rpcrdma disconnect and connect again.
-    assert st['connect_count'] == 1, st
-    # Not failed_marshal_count: it counts the calls that found the MR
-    # pool empty (-EAGAIN, sent again once xprtrdma has made more MRs),
-    # which a burst of large I/O after the mount does on rxe0 alike.
-    for bad in ('bad_xids', 'bad_reply_count', 'mrs_orphaned'):
-        assert st[bad] == 0, (bad, st)
-    # Every chunk goes through a fast-registered MR.
-    assert st['mrs_allocated'] > 0, st
-    return st
-
-
 def _bytes_sent(before, after):
     """Bytes bzc0 sent between two hw_counters() readings (None on a
     device without that counter, e.g. rxe0 when checking the test)."""
@@ -149,7 +115,7 @@ def test_mounted_over_rdma(client, server):
     # nfsd adds an IPv4 and an IPv6 listener for `rdma 20049`.
     listeners = server.listeners()
     assert listeners and set(listeners) == {f'rdma {nfs.PORT}'}, listeners
-    _check_transport(client)
+    nfs.check_transport(client)
 
 
 def test_big_file(client, server):
@@ -157,16 +123,16 @@ def test_big_file(client, server):
     read back intact after a remount; the data went as RDMA Read chunks
     (the write) and RDMA Write chunks (the read)."""
     data = random.randbytes(BIG_BYTES)
-    want = _sha(data)
+    want = nfs.sha(data)
     name = f'big-v{client.vers}'
     before = h.hw_counters()
-    _write(os.path.join(MNT, name), data)
-    st = _check_transport(client)
+    nfs.write_synced(os.path.join(MNT, name), data)
+    st = nfs.check_transport(client)
     assert st['read_chunk_count'] > 0, st
-    assert _file_sha(os.path.join(server.export, name)) == want
+    assert nfs.file_sha(os.path.join(server.export, name)) == want
     client.remount()
-    assert _file_sha(os.path.join(MNT, name)) == want
-    st = _check_transport(client)
+    assert nfs.file_sha(os.path.join(MNT, name)) == want
+    st = nfs.check_transport(client)
     assert st['write_chunk_count'] > 0, st
     after = h.hw_counters()
     # Both directions crossed bzc0: at least the file, twice.
@@ -188,19 +154,19 @@ def test_small_files(client, server):
         name = f'f{i:04d}'
         with open(os.path.join(MNT, sub, name), 'wb') as f:
             f.write(data)
-        want[name] = _sha(data)
+        want[name] = nfs.sha(data)
     client.remount()
     names = sorted(os.listdir(os.path.join(MNT, sub)))
     assert names == sorted(want), (len(names), len(want))
     for name, sha in want.items():
-        assert _file_sha(os.path.join(MNT, sub, name)) == sha, name
-        assert _file_sha(os.path.join(server.export, sub, name)) == sha, \
+        assert nfs.file_sha(os.path.join(MNT, sub, name)) == sha, name
+        assert nfs.file_sha(os.path.join(server.export, sub, name)) == sha, \
             name
     for name in want:
         os.unlink(os.path.join(MNT, sub, name))
     os.rmdir(os.path.join(MNT, sub))
     assert not os.path.exists(os.path.join(server.export, sub))
-    _check_transport(client)
+    nfs.check_transport(client)
 
 
 def test_fio_verify(client):
@@ -212,7 +178,7 @@ def test_fio_verify(client):
     after = h.hw_counters()
     sent = _bytes_sent(before, after)
     assert sent is None or sent >= moved, (before, after)
-    _check_transport(client)
+    nfs.check_transport(client)
     os.unlink(path)
 
 
@@ -223,9 +189,9 @@ def test_device_removed_under_mount(client, server):
     the deletion finishes, and once bzc0 is back the client reconnects
     by itself (hard mount) and reads the file intact."""
     data = random.randbytes(4 << 20)
-    want = _sha(data)
+    want = nfs.sha(data)
     path = os.path.join(MNT, f'unplug-v{client.vers}')
-    _write(path, data)
+    nfs.write_synced(path, data)
     h.link_delete(timeout=180)
     assert not h.dev_exists()
     h.link_add()
@@ -234,10 +200,10 @@ def test_device_removed_under_mount(client, server):
     assert cp.stdout.split()[0] == want, cp.stdout
     st = client.xprt_stats()
     assert st is not None and st['connect_count'] >= 2, st
-    assert _file_sha(os.path.join(server.export, os.path.basename(path))) \
+    assert nfs.file_sha(os.path.join(server.export, os.path.basename(path))) \
         == want
     # The fresh transport of a new mount is as healthy as the first.
     client.remount()
-    assert _file_sha(path) == want
-    _check_transport(client)
+    assert nfs.file_sha(path) == want
+    nfs.check_transport(client)
     os.unlink(path)

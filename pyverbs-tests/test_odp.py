@@ -610,7 +610,7 @@ def test_unmapped_receive_buffer(env, pair, mrs):
 # started, then the process unmapped a page the copy had not reached yet.
 # The WQE must fail, not complete with a hole in the data.
 
-BIG = 256 << 20
+BIG = 64 << 20
 
 
 def _unmap_once_started(post, watch, region, off, n=PAGE):
