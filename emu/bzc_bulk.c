@@ -412,11 +412,14 @@ static struct page *bzc_span_page(const struct bzc_span *sp, u64 b,
  * Copy n bytes (within one page on each side) where a side is an ODP MR:
  * with its page table locked across the copy, faulting a page in again
  * if it went since the request was prepared. If that fails (the process
- * unmapped the range meanwhile) the bytes are skipped, with a log line.
+ * unmapped the range meanwhile) nothing is copied. Returns IB_WC_SUCCESS,
+ * or the error of the side whose page is gone: the local span's
+ * IB_WC_LOC_PROT_ERR, the far one's @far_err.
  */
-static void bzc_bulk_copy_odp(const struct bzc_span *l, u64 lb,
-			      const struct bzc_span *f, u64 fb, u64 n,
-			      bool to_far)
+static enum ib_wc_status bzc_bulk_copy_odp(const struct bzc_span *l, u64 lb,
+					   const struct bzc_span *f, u64 fb,
+					   u64 n, bool to_far,
+					   enum ib_wc_status far_err)
 {
 	struct bzc_mr *lo = bzc_span_odp(l), *fo = bzc_span_odp(f);
 	struct page *lpg, *fpg;
@@ -436,11 +439,8 @@ static void bzc_bulk_copy_odp(const struct bzc_span *l, u64 lb,
 		else
 			err = bzc_odp_fault(fo, fb - fo->page_off, n, to_far,
 					    true);
-		if (err) {
-			pr_info_ratelimited("bzc: a bulk transfer lost a page of an ODP MR the process unmapped (%d)\n",
-					    err);
-			return;
-		}
+		if (err)
+			return lpg ? far_err : IB_WC_LOC_PROT_ERR;
 	}
 	lp = kmap_local_page(lpg);
 	fp = kmap_local_page(fpg);
@@ -453,17 +453,25 @@ static void bzc_bulk_copy_odp(const struct bzc_span *l, u64 lb,
 	kunmap_local(fp);
 	kunmap_local(lp);
 	bzc_odp_unlock(lo, fo);
+	return IB_WC_SUCCESS;
 }
 
-/* Copy segment `seg` of a request: the one copy, page by page. */
-static void bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
-			      struct bzc_bulk_req *req, u64 seg)
+/*
+ * Copy segment `seg` of a request: the one copy, page by page. Returns
+ * IB_WC_SUCCESS, or the request's error when a page of an ODP MR went
+ * away for good meanwhile: the local SGEs' IB_WC_LOC_PROT_ERR, the far
+ * key's IB_WC_REM_ACCESS_ERR (COPY's far key is a local one too), as when
+ * the key did not resolve at all.
+ */
+static enum ib_wc_status bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
+					   struct bzc_bulk_req *req, u64 seg)
 {
 	bool to_far = req->opcode != BZC_BULK_OP_READ;
 	u64 foff = seg * chan->seg_bytes, loff = foff;
 	u64 left = min(chan->seg_bytes, req->len - foff);
 	unsigned int pages = 0;
 	u32 i = 0;
+	enum ib_wc_status st;
 
 	/* Only non-empty local spans exist, and they cover req->len. */
 	while (loff >= req->local[i].len)
@@ -478,7 +486,12 @@ static void bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 
 		n = min(n, l->len - loff);
 		if (bzc_span_odp(l) || bzc_span_odp(&req->far)) {
-			bzc_bulk_copy_odp(l, lb, &req->far, fb, n, to_far);
+			st = bzc_bulk_copy_odp(l, lb, &req->far, fb, n, to_far,
+					       req->opcode == BZC_BULK_OP_COPY ?
+					       IB_WC_LOC_PROT_ERR :
+					       IB_WC_REM_ACCESS_ERR);
+			if (st != IB_WC_SUCCESS)
+				return st;
 			goto next;
 		}
 		lp = kmap_local_page(l->pages[lb >> PAGE_SHIFT]);
@@ -502,6 +515,7 @@ next:
 		if (!(++pages % 64))
 			cond_resched();
 	}
+	return IB_WC_SUCCESS;
 }
 
 /* Append `len` bytes of span `sp` from byte `off` to `sgl` (it has room). */
@@ -801,16 +815,19 @@ static void bzc_bulk_lane_work(struct work_struct *work)
 			continue;
 		}
 
-		status = IB_WC_SUCCESS;
 		if (req->wire)
 			status = bzc_bulk_wire_run(chan, req);
 		else
-			bzc_bulk_copy_seg(chan, req, seg);
+			status = bzc_bulk_copy_seg(chan, req, seg);
 		spin_lock(&chan->lock);
-		if (status != IB_WC_SUCCESS) {
+		if (status != IB_WC_SUCCESS && req->wire) {
 			/* The QP's connection broke: nothing more runs. */
 			req->status = status;
 			bzc_bulk_stop(chan);
+		} else if (status != IB_WC_SUCCESS &&
+			   req->status == IB_WC_SUCCESS) {
+			/* An ODP page gone: the request fails, as a bad key. */
+			req->status = status;
 		}
 		if (++req->segs_done == req->nseg)
 			req->state = BZC_BULK_DONE;

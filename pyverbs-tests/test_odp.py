@@ -634,6 +634,14 @@ def _unmap_once_started(post, watch, region, off, n=PAGE):
         os.sched_setscheduler(0, old[0], old[1])
 
 
+def _post_unmap_poll(a, wr, watch, region):
+    """Post `wr` on end a, unmap the last page of `region` once the byte
+    at `watch` has landed, and return the send completion."""
+    _unmap_once_started(lambda: a.qp.post_send(wr), watch, region,
+                        region.length - PAGE)
+    return h.poll_cq(a.scq, 1)[0]
+
+
 def test_source_unmapped_mid_write(env, pair, mrs):
     """RDMA WRITE from an ODP MR whose last page the process unmaps while
     the copy runs: the requester's local protection error."""
@@ -643,9 +651,7 @@ def test_source_unmapped_mid_write(env, pair, mrs):
     src.write(0, b'\x01' * PAGE)
     wr = rdma_wr(21, e.IBV_WR_RDMA_WRITE, [rsge(src, smr, 0, BIG)],
                  dst.rkey, dst.buf)
-    _unmap_once_started(lambda: a.qp.post_send(wr), dst.buf, src,
-                        BIG - PAGE)
-    wc = h.poll_cq(a.scq, 1)[0]
+    wc = _post_unmap_poll(a, wr, dst.buf, src)
     assert (wc.wr_id, wc.status) == (21, e.IBV_WC_LOC_PROT_ERR), h.wc_str(wc)
     assert dst.read(PAGE, 0) == b'\x01' * PAGE
 
@@ -659,9 +665,7 @@ def test_target_unmapped_mid_write(env, pair, mrs):
     src.write(b'\x02' * PAGE, PAGE, 0)
     wr = rdma_wr(22, e.IBV_WR_RDMA_WRITE, [sge(src, 0, BIG)], dmr.rkey,
                  dst.addr)
-    _unmap_once_started(lambda: a.qp.post_send(wr), dst.addr, dst,
-                        BIG - PAGE)
-    wc = h.poll_cq(a.scq, 1)[0]
+    wc = _post_unmap_poll(a, wr, dst.addr, dst)
     assert (wc.wr_id, wc.status) == (22, e.IBV_WC_REM_ACCESS_ERR), \
         h.wc_str(wc)
 
@@ -675,9 +679,7 @@ def test_read_sink_unmapped_mid_read(env, pair, mrs):
     src.write(b'\x03' * PAGE, PAGE, 0)
     wr = rdma_wr(23, e.IBV_WR_RDMA_READ, [rsge(sink, smr, 0, BIG)],
                  src.rkey, src.buf)
-    _unmap_once_started(lambda: a.qp.post_send(wr), sink.addr, sink,
-                        BIG - PAGE)
-    wc = h.poll_cq(a.scq, 1)[0]
+    wc = _post_unmap_poll(a, wr, sink.addr, sink)
     assert (wc.wr_id, wc.status) == (23, e.IBV_WC_LOC_PROT_ERR), h.wc_str(wc)
 
 
@@ -692,9 +694,7 @@ def test_send_source_unmapped_mid_send(env, pair, mrs):
     src.write(0, b'\x04' * PAGE)
     b.qp.post_recv(recv_wr(124, [sge(dst, 0, BIG)]))
     wr = send_wr(24, e.IBV_WR_SEND, [rsge(src, smr, 0, BIG)])
-    _unmap_once_started(lambda: a.qp.post_send(wr), dst.buf, src,
-                        BIG - PAGE)
-    wc = h.poll_cq(a.scq, 1)[0]
+    wc = _post_unmap_poll(a, wr, dst.buf, src)
     assert (wc.wr_id, wc.status) == (24, e.IBV_WC_LOC_PROT_ERR), h.wc_str(wc)
     rwc = h.poll_cq(b.rcq, 1)[0]
     assert (rwc.wr_id, rwc.status) == (124, e.IBV_WC_REM_ABORT_ERR), \
@@ -869,6 +869,46 @@ def test_bulk_channels(opname):
         local.unmap(0, PAGE)
         wc = run(8)
         assert wc.status == dv.WC_LOC_PROT_ERR, dv.wc_str(wc)
+    finally:
+        c.close()
+        local.close()
+        far.close()
+
+
+@pytest.mark.parametrize('side', ['local', 'far'])
+def test_bulk_page_unmapped_mid_transfer(side):
+    """A bulk WRITE of 64 MiB between ODP MRs, and the process unmaps the
+    last page of one side while the lanes copy: the request fails with
+    that side's key error (local: LOC_PROT_ERR, far: REM_ACCESS_ERR), as
+    an unmapped range does before the copy, instead of completing with a
+    hole."""
+    import bzcdv as dv
+    from test_bulk import no_bulk_reason, pair as bulk_pair
+    reason = no_bulk_reason()
+    if reason:
+        pytest.skip(reason)
+    acc = dv.ACCESS_ALL | ODP
+    c = dv.Ctx(h.DEV)
+    local, far = Region(BIG), Region(BIG)
+    try:
+        a, b, pd2 = bulk_pair(c)
+        lmr = c.mr(local.addr, BIG, acc)
+        fmr = c.mr(far.addr, BIG, acc, pd=pd2)
+        local.write(0, b'\x05' * PAGE)
+        wr = {'op': dv.BULK_WRITE, 'wr_id': 31,
+              'sges': [(local.addr, BIG, lmr.lkey)],
+              'raddr': far.addr, 'rkey': fmr.rkey, 'rchan': b.num}
+
+        def post():
+            rc, idx = a.post([wr])
+            assert rc == 0, (rc, idx)
+        _unmap_once_started(post, far.addr,
+                            local if side == 'local' else far,
+                            BIG - PAGE)
+        wc = a.cq.wait(1)[0]
+        want = dv.WC_LOC_PROT_ERR if side == 'local' else \
+            dv.WC_REM_ACCESS_ERR
+        assert (wc.wr_id, wc.status) == (31, want), dv.wc_str(wc)
     finally:
         c.close()
         local.close()
