@@ -33,6 +33,7 @@ import ctypes
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -233,6 +234,13 @@ class Client:
     def umount(self):
         h.run(['umount', self.mnt], timeout=300)
 
+    def __enter__(self):
+        self.mount()
+        return self
+
+    def __exit__(self, *exc):
+        self.umount()
+
     def remount(self):
         """Unmount and mount again: what is read next comes from the
         server, not from the client's page cache."""
@@ -303,6 +311,27 @@ def check_transport(c):
     # Every chunk goes through a fast-registered MR.
     assert st['mrs_allocated'] > 0, st
     return st
+
+
+def big_file_round_trip(client, name, nbytes, server_sha):
+    """Write `nbytes` of random data to file `name` of Client `client`'s
+    mount, check that it went as RDMA Read chunks and arrived intact
+    (server_sha(name): its SHA-256 on the server's side), remount, read it
+    back (RDMA Write chunks) and check it, then remove it and check that
+    the server's copy went too."""
+    data = random.randbytes(nbytes)
+    want = sha(data)
+    path = os.path.join(client.mnt, name)
+    write_synced(path, data)
+    st = check_transport(client)
+    assert st['read_chunk_count'] > 0, st
+    assert server_sha(name) == want
+    client.remount()
+    assert file_sha(path) == want
+    st = check_transport(client)
+    assert st['write_chunk_count'] > 0, st
+    os.unlink(path)
+    assert server_sha(name) is None
 
 
 def serve(addr, client, root, port):

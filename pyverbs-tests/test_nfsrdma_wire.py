@@ -15,7 +15,6 @@ grow by at least the bytes moved. Skips name what is missing.
 """
 
 import os
-import random
 import types
 
 import pytest
@@ -69,12 +68,8 @@ def server(peer_session):
 def client(request, server):
     """The peer's export mounted here over RDMA with NFS version
     `param`."""
-    c = nfs.Client(server, MNT, request.param)
-    c.mount()
-    try:
+    with nfs.Client(server, MNT, request.param) as c:
         yield c
-    finally:
-        c.umount()
 
 
 def _wire_bytes(before, after):
@@ -99,22 +94,12 @@ def test_big_file_over_the_wire(client, server):
     """16 MiB written here arrive intact in the peer's export (as RDMA
     Read chunks) and read back intact after a remount (as RDMA Write
     chunks); bzc0 sent and received at least the file each way."""
-    data = random.randbytes(BIG_BYTES)
-    want = nfs.sha(data)
-    name = f'big-v{client.vers}'
     before = h.hw_counters()
-    nfs.write_synced(os.path.join(MNT, name), data)
-    st = nfs.check_transport(client)
-    assert st['read_chunk_count'] > 0, st
-    assert server.script.ask('sha', path=name)['sha'] == want
-    client.remount()
-    assert nfs.file_sha(os.path.join(MNT, name)) == want
-    st = nfs.check_transport(client)
-    assert st['write_chunk_count'] > 0, st
+    nfs.big_file_round_trip(
+        client, f'big-v{client.vers}', BIG_BYTES,
+        lambda name: server.script.ask('sha', path=name)['sha'])
     tx, rx = _wire_bytes(before, h.hw_counters())
     assert tx >= BIG_BYTES and rx >= BIG_BYTES, (tx, rx)
-    os.unlink(os.path.join(MNT, name))
-    assert server.script.ask('sha', path=name)['sha'] is None
 
 
 def test_fio_verify_over_the_wire(client):
