@@ -11,7 +11,7 @@ NFSv4.2 and NFSv3 in turn the client mounts it with
 - writes a 16 MiB file, checks its SHA-256 on the server's side of the
   export, remounts (so the read comes from the server, not the client's
   page cache) and reads it back;
-- writes 300 small files of 0 to 6000 bytes (inline RPC-over-RDMA
+- writes 120 small files of 0 to 6000 bytes (inline RPC-over-RDMA
   messages, and some just over the 4 KiB inline threshold), remounts,
   reads and removes them;
 - runs fio (fio-verify.fio: 4 KiB random and 1 MiB sequential direct
@@ -45,7 +45,7 @@ ROOT = '/tmp/bzc-nfs'
 MNT = '/tmp/bzc-nfs-mnt'
 VERSIONS = ('4.2', '3')
 BIG_BYTES = 16 << 20
-SMALL_FILES = 300
+SMALL_FILES = 120
 SMALL_MAX = 6000
 FIO_RAND = '8M'
 FIO_SEQ = '16M'
