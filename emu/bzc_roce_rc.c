@@ -260,7 +260,7 @@ static bool bzc_wire_rc(struct bzc_qp *qp, const struct bzc_msg *msg,
 	u32 last, from = 0, reached, prev;
 	bool done, sink_lost;
 	struct bzc_cursor at;
-	u64 left, sunk = 0;
+	u64 placed, placed_at_fault = 0;
 	u32 sink_faults = BZC_WIRE_SINK_FAULTS;
 
 	resp.response = true;
@@ -323,7 +323,7 @@ static bool bzc_wire_rc(struct bzc_qp *qp, const struct bzc_msg *msg,
 		sink_lost = w->sink_lost;
 		w->sink_lost = false;
 		at = w->sink;
-		left = msg->local->total - w->sunk;
+		placed = w->sunk;
 		/* Go back to the first PSN the responder has not acknowledged. */
 		from = bzc_psn_diff(w->acked, m->psn) + 1;
 		if (done && res->syndrome == (BZC_AETH_NAK | BZC_NAK_PSN_SEQ))
@@ -343,13 +343,13 @@ static bool bzc_wire_rc(struct bzc_qp *qp, const struct bzc_msg *msg,
 		 * back (unmapped) fails the WQE locally.
 		 */
 		if (!done && sink_lost) {
-			if (msg->local->total - left != sunk)
+			u64 ahead = min_t(u64, msg->local->total - placed,
+					  BZC_WIRE_SINK_FAULT);
+
+			if (placed != placed_at_fault)
 				sink_faults = BZC_WIRE_SINK_FAULTS;
-			sunk = msg->local->total - left;
-			if (!--sink_faults ||
-			    bzc_sgl_fault(&at, min_t(u64, left,
-						     BZC_WIRE_SINK_FAULT),
-					  true)) {
+			placed_at_fault = placed;
+			if (!--sink_faults || bzc_sgl_fault(&at, ahead, true)) {
 				res->local_lost = true;
 				return true;
 			}
@@ -705,6 +705,18 @@ static u8 bzc_wire_no_rqe_syndrome(struct bzc_qp *qp,
 }
 
 /*
+ * The SEND's receive WQE fails with `status` at the responder, which goes
+ * to ERR; returns the syndrome the requester is answered with.
+ */
+static u8 bzc_wire_recv_fail(struct bzc_qp *qp, const struct bzc_msg *msg,
+			     enum ib_wc_status status, u8 syndrome)
+{
+	bzc_resp_recv_complete(qp, msg, qp->wire->rqe, status, 0);
+	bzc_qp_error(qp, 0);
+	return syndrome;
+}
+
+/*
  * One packet of a SEND: its receive WQE is taken on the first packet and
  * kept; each packet resolves the WQE's SGEs again and places its bytes at
  * the message's offset. Returns the syndrome to NAK with, or ACK.
@@ -730,33 +742,27 @@ static u8 bzc_wire_send_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
 	if (!bzc_sgl_from_sges(w->sgl, bdev, qp->ibqp.srq ? qp->ibqp.srq->pd :
 			       qp->ibqp.pd,
 			       (const struct bzc_sge *)(w->rqe + 1),
-			       w->rqe->num_sge, IB_ACCESS_LOCAL_WRITE)) {
-		bzc_resp_recv_complete(qp, msg, w->rqe, IB_WC_LOC_PROT_ERR, 0);
-		bzc_qp_error(qp, 0);
-		return BZC_AETH_NAK_REM_OP;
-	}
+			       w->rqe->num_sge, IB_ACCESS_LOCAL_WRITE))
+		return bzc_wire_recv_fail(qp, msg, IB_WC_LOC_PROT_ERR,
+					  BZC_AETH_NAK_REM_OP);
 	if (w->sgl->total < w->off + h->paylen) {
 		bzc_sgl_put(w->sgl);
-		bzc_resp_recv_complete(qp, msg, w->rqe, IB_WC_LOC_LEN_ERR, 0);
-		bzc_qp_error(qp, 0);
-		return BZC_AETH_NAK_INV_REQ;
+		return bzc_wire_recv_fail(qp, msg, IB_WC_LOC_LEN_ERR,
+					  BZC_AETH_NAK_INV_REQ);
 	}
 	placed = bzc_wire_place(w->sgl, w->off, payload, h->paylen);
 	bzc_sgl_put(w->sgl);
-	if (!placed) {
-		bzc_resp_recv_complete(qp, msg, w->rqe, IB_WC_LOC_PROT_ERR, 0);
-		bzc_qp_error(qp, 0);
-		return BZC_AETH_NAK_REM_OP;
-	}
+	/* Its buffer lost an ODP page: as if its SGEs had not resolved. */
+	if (!placed)
+		return bzc_wire_recv_fail(qp, msg, IB_WC_LOC_PROT_ERR,
+					  BZC_AETH_NAK_REM_OP);
 	w->off += h->paylen;
 	if (!(op->flags & BZC_OPF_END))
 		return BZC_AETH_ACK;
 	if (msg->opcode == IB_UVERBS_WR_SEND_WITH_INV &&
-	    bzc_key_invalidate(bdev, le32_to_cpu(msg->imm_data), qp, true)) {
-		bzc_resp_recv_complete(qp, msg, w->rqe, IB_WC_REM_INV_REQ_ERR, 0);
-		bzc_qp_error(qp, 0);
-		return BZC_AETH_NAK_INV_REQ;
-	}
+	    bzc_key_invalidate(bdev, le32_to_cpu(msg->imm_data), qp, true))
+		return bzc_wire_recv_fail(qp, msg, IB_WC_REM_INV_REQ_ERR,
+					  BZC_AETH_NAK_INV_REQ);
 	bzc_resp_recv_complete(qp, msg, w->rqe, IB_WC_SUCCESS, w->off);
 	return BZC_AETH_ACK;
 }

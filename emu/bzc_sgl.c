@@ -317,8 +317,9 @@ static int bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
  * @len: its bytes; the SGL holds at least that many past @c
  * @write: the pages must be writable
  *
- * For a copy that may not sleep (a spinlock held) and found a page
- * missing: the caller drops its lock, calls this, and copies again.
+ * For a copy that could not sleep (a spinlock held) and found a page
+ * missing: the owner of the SGL calls this where it may sleep, then has
+ * the bytes brought again (bzc_wire_rc() asks for the rest of a READ).
  * Sleeps.
  *
  * Return: 0, or bzc_odp_fault()'s errno for the first page that could not
