@@ -240,6 +240,8 @@ struct ibv_pd *get_pd(struct worker *w);
 struct ibv_cq *get_cq(struct worker *w);
 struct ibv_mr *any_mr(struct worker *w);
 struct ibv_qp *any_qp(struct worker *w);
+/* A world's array of object pointers, as pick_slot()/pick_used() take it. */
+#define SLOTS(a) ((void *const *)(a))
 int pick_slot(struct worker *w, void *const *slots);
 int pick_used(struct worker *w, void *const *slots);
 void publish_qpn(struct worker *w, uint32_t qpn);

@@ -32,8 +32,6 @@
 #define CQ_CONS offsetof(struct bzc_cq_ring_hdr, cons)
 #define CQ_ARM offsetof(struct bzc_cq_ring_hdr, arm)
 
-#define SLOTS(a) ((void *const *)(a))
-
 /* Set around accesses that may fault (raw mappings): main.c's handler. */
 extern __thread sigjmp_buf *fault_guard;
 

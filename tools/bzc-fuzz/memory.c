@@ -12,8 +12,6 @@
 
 #include "fuzz.h"
 
-#define SLOTS(a) ((void *const *)(a))
-
 /* A length for device memory: mostly small, sometimes at the edges. */
 static uint64_t dm_len(struct worker *w)
 {

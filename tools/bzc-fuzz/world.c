@@ -23,8 +23,6 @@
 #include "fuzz.h"
 #include "rings.h"
 
-#define SLOTS(a) ((void *const *)(a))
-
 static int err_or(int ret)
 {
 	return ret ? (errno ? errno : EIO) : 0;
