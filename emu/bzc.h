@@ -255,8 +255,8 @@ struct bzc_mr {
 /*
  * An ODP MR's view of its process's memory (bzc_odp.c): the pages the
  * device has looked up, by user page number, each tagged when mapped
- * writable, dropped by the notifier when the mapping changes. The
- * xarray's lock is the table's lock (bzc_odp_lock()).
+ * writable, dropped by the notifier when the mapping changes. Copies lock
+ * the tables for reading while they use the pages (bzc_odp_lock()).
  */
 struct bzc_odp {
 	struct mmu_interval_notifier notifier;
@@ -584,8 +584,10 @@ void bzc_odp_release(struct bzc_mr *mr);
 int bzc_odp_fault(struct bzc_mr *mr, u64 off, u64 len, bool write,
 		  bool fault);
 struct page *bzc_odp_page(struct bzc_mr *mr, u64 off, bool write);
-void bzc_odp_lock(struct bzc_mr *a, struct bzc_mr *b);
-void bzc_odp_unlock(struct bzc_mr *a, struct bzc_mr *b);
+/* The most a copy moves with the ODP tables locked: invalidations wait. */
+#define BZC_ODP_RUN	(64 * 1024)
+void bzc_odp_lock(void);
+void bzc_odp_unlock(void);
 int bzc_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
 		  u32 flags, struct ib_sge *sg_list, u32 num_sge,
 		  struct uverbs_attr_bundle *attrs);

@@ -409,67 +409,46 @@ static struct page *bzc_span_page(const struct bzc_span *sp, u64 b,
 }
 
 /*
- * Copy n bytes (within one page on each side) where a side is an ODP MR:
- * with its page table locked across the copy, faulting a page in again
- * if it went since the request was prepared. If that fails (the process
- * unmapped the range meanwhile) nothing is copied. Returns IB_WC_SUCCESS,
- * or the error of the side whose page is gone: the local span's
- * IB_WC_LOC_PROT_ERR, the far one's @far_err.
+ * Fault in the page of an ODP span that bzc_span_page() did not find
+ * (the process's mapping changed since the request was prepared), with
+ * the ODP tables unlocked. Returns IB_WC_SUCCESS, or the error of the
+ * side that cannot be made present (the process unmapped it meanwhile):
+ * the local span's IB_WC_LOC_PROT_ERR, the far one's @far_err.
  */
-static enum ib_wc_status bzc_bulk_copy_odp(const struct bzc_span *l, u64 lb,
-					   const struct bzc_span *f, u64 fb,
-					   u64 n, bool to_far,
-					   enum ib_wc_status far_err)
+static enum ib_wc_status bzc_bulk_refault(const struct bzc_span *l, u64 lb,
+					  const struct bzc_span *f, u64 fb,
+					  u64 n, bool to_far, bool local_gone,
+					  enum ib_wc_status far_err)
 {
-	struct bzc_mr *lo = bzc_span_odp(l), *fo = bzc_span_odp(f);
-	struct page *lpg, *fpg;
-	void *lp, *fp;
-	int err;
-
-	for (;;) {
-		bzc_odp_lock(lo, fo);
-		lpg = bzc_span_page(l, lb, !to_far);
-		fpg = lpg ? bzc_span_page(f, fb, to_far) : NULL;
-		if (lpg && fpg)
-			break;
-		bzc_odp_unlock(lo, fo);
-		if (!lpg)
-			err = bzc_odp_fault(lo, lb - lo->page_off, n, !to_far,
-					    true);
-		else
-			err = bzc_odp_fault(fo, fb - fo->page_off, n, to_far,
-					    true);
-		if (err)
-			return lpg ? far_err : IB_WC_LOC_PROT_ERR;
-	}
-	lp = kmap_local_page(lpg);
-	fp = kmap_local_page(fpg);
-	if (to_far)
-		bzc_copy_piece(fp + offset_in_page(fb), lp + offset_in_page(lb),
-			       n);
-	else
-		bzc_copy_piece(lp + offset_in_page(lb), fp + offset_in_page(fb),
-			       n);
-	kunmap_local(fp);
-	kunmap_local(lp);
-	bzc_odp_unlock(lo, fo);
-	return IB_WC_SUCCESS;
+	if (local_gone)
+		return bzc_odp_fault(l->mr, lb - l->mr->page_off, n, !to_far,
+				     true) ? IB_WC_LOC_PROT_ERR : IB_WC_SUCCESS;
+	return bzc_odp_fault(f->mr, fb - f->mr->page_off, n, to_far, true) ?
+	       far_err : IB_WC_SUCCESS;
 }
 
 /*
- * Copy segment `seg` of a request: the one copy, page by page. Returns
+ * Copy segment `seg` of a request: the one copy, page by page. Where a
+ * side is an ODP MR, the ODP tables stay locked across a run of pages
+ * (BZC_ODP_RUN bytes) so no invalidation takes them meanwhile; a page
+ * that went since the request was prepared is faulted in again. Returns
  * IB_WC_SUCCESS, or the request's error when a page of an ODP MR went
- * away for good meanwhile: the local SGEs' IB_WC_LOC_PROT_ERR, the far
- * key's IB_WC_REM_ACCESS_ERR (COPY's far key is a local one too), as when
- * the key did not resolve at all.
+ * away for good: the local SGEs' IB_WC_LOC_PROT_ERR, the far key's
+ * IB_WC_REM_ACCESS_ERR (COPY's far key is a local one too), as when the
+ * key did not resolve at all.
  */
 static enum ib_wc_status bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 					   struct bzc_bulk_req *req, u64 seg)
 {
 	bool to_far = req->opcode != BZC_BULK_OP_READ;
+	enum ib_wc_status far_err = req->opcode == BZC_BULK_OP_COPY ?
+				    IB_WC_LOC_PROT_ERR : IB_WC_REM_ACCESS_ERR;
+	bool far_odp = bzc_span_odp(&req->far);
 	u64 foff = seg * chan->seg_bytes, loff = foff;
 	u64 left = min(chan->seg_bytes, req->len - foff);
 	unsigned int pages = 0;
+	bool locked = false;
+	u64 run = 0;
 	u32 i = 0;
 	enum ib_wc_status st;
 
@@ -482,20 +461,30 @@ static enum ib_wc_status bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 		u64 lb = l->first + loff, fb = req->far.first + foff;
 		u64 n = min3(PAGE_SIZE - offset_in_page(lb),
 			     PAGE_SIZE - offset_in_page(fb), left);
+		struct page *lpg, *fpg = NULL;
 		void *lp, *fp;
 
 		n = min(n, l->len - loff);
-		if (bzc_span_odp(l) || bzc_span_odp(&req->far)) {
-			st = bzc_bulk_copy_odp(l, lb, &req->far, fb, n, to_far,
-					       req->opcode == BZC_BULK_OP_COPY ?
-					       IB_WC_LOC_PROT_ERR :
-					       IB_WC_REM_ACCESS_ERR);
+		if ((bzc_span_odp(l) || far_odp) && !locked) {
+			bzc_odp_lock();
+			locked = true;
+			run = 0;
+		}
+		lpg = bzc_span_page(l, lb, !to_far);
+		if (lpg)
+			fpg = bzc_span_page(&req->far, fb, to_far);
+		if (!fpg) {
+			/* Only an ODP side can be missing: locked. */
+			bzc_odp_unlock();
+			locked = false;
+			st = bzc_bulk_refault(l, lb, &req->far, fb, n, to_far,
+					      !lpg, far_err);
 			if (st != IB_WC_SUCCESS)
 				return st;
-			goto next;
+			continue;
 		}
-		lp = kmap_local_page(l->pages[lb >> PAGE_SHIFT]);
-		fp = kmap_local_page(req->far.pages[fb >> PAGE_SHIFT]);
+		lp = kmap_local_page(lpg);
+		fp = kmap_local_page(fpg);
 		if (to_far)
 			bzc_copy_piece(fp + offset_in_page(fb),
 				       lp + offset_in_page(lb), n);
@@ -504,7 +493,6 @@ static enum ib_wc_status bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 				       fp + offset_in_page(fb), n);
 		kunmap_local(fp);
 		kunmap_local(lp);
-next:
 		left -= n;
 		foff += n;
 		loff += n;
@@ -512,8 +500,15 @@ next:
 			i++;
 			loff = 0;
 		}
-		if (!(++pages % 64))
+		run += n;
+		if (locked && (run >= BZC_ODP_RUN || !left)) {
+			bzc_odp_unlock();
+			locked = false;
+		}
+		if (++pages >= 64 && !locked) {
 			cond_resched();
+			pages = 0;
+		}
 	}
 	return IB_WC_SUCCESS;
 }

@@ -7,12 +7,18 @@
  * device touches them, kept in a table by user page number, and dropped
  * from it when the kernel changes the mapping (an interval MMU notifier:
  * munmap, madvise(MADV_DONTNEED), fork's write protection, copy-on-write,
- * migration, reclaim, exit). The table's lock (its xarray's spinlock) is
- * held by the invalidation while it drops entries and by the device while
- * it copies to or from one of its pages, so once the invalidation returns
- * no copy uses the old page any more: the page stays the process's for as
+ * migration, reclaim, exit). The tables' lock is held for writing by an
+ * invalidation while it drops entries and for reading by the device while
+ * it copies to or from their pages, so once the invalidation returns no
+ * copy uses an old page any more: the page stays the process's for as
  * long as the device touches it, as the notifier contract requires,
  * without a reference.
+ *
+ * One reader-writer lock for all ODP MRs (bzc_odp_rwlock): copies, the
+ * bulk workers' included, run side by side, a copy between two ODP MRs
+ * takes one lock, not two in some order, and an invalidation waits for
+ * the copies in progress, each of which holds it for one run of pages
+ * (BZC_ODP_RUN bytes) at most.
  *
  * Why hmm_range_fault() with our own notifier rather than the core's
  * ib_umem_odp helpers: the helpers DMA-map every page for a DMA device
@@ -40,6 +46,9 @@
 
 /* A table entry's tag: the page was mapped writable when it was taken. */
 #define BZC_ODP_WRITABLE	1
+
+/* The lock of every ODP MR's page table, for reading by copies. */
+static DEFINE_RWLOCK(bzc_odp_rwlock);
 
 /* ODP MRs on all bzc devices: while any exists, doorbells defer. */
 static atomic_t bzc_odp_mrs = ATOMIC_INIT(0);
@@ -71,14 +80,16 @@ static bool bzc_odp_invalidate(struct mmu_interval_notifier *mni,
 	last = (min(range->end, odp->end) - 1) >> PAGE_SHIFT;
 
 	/*
-	 * A spinlock, held by a copy for one page at most: taken in
-	 * non-blockable invalidations too (the OOM reaper).
+	 * A spinning lock, held by a copy for one run of pages at most:
+	 * taken in non-blockable invalidations too (the OOM reaper).
 	 */
-	xas_lock(&xas);
+	write_lock(&bzc_odp_rwlock);
 	mmu_interval_set_seq(mni, cur_seq);
+	xas_lock(&xas);
 	xas_for_each(&xas, entry, last)
 		xas_store(&xas, NULL);
 	xas_unlock(&xas);
+	write_unlock(&bzc_odp_rwlock);
 	return true;
 }
 
@@ -168,20 +179,23 @@ static int bzc_odp_store(struct bzc_odp *odp, unsigned long first,
 				       pfns[i] & HMM_PFN_WRITE ?
 				       BZC_ODP_WRITABLE : 0);
 		do {
-			xas_lock(&xas);
 			/*
-			 * Checked with the lock held, right before the
+			 * Checked with the table locked, right before the
 			 * store: an invalidation either comes after (and
-			 * drops the entry) or made this fail.
+			 * drops the entry) or made this fail. The xarray's
+			 * own lock orders this store with other faults'.
 			 */
+			read_lock(&bzc_odp_rwlock);
 			if (mmu_interval_read_retry(&odp->notifier, seq)) {
-				xas_unlock(&xas);
+				read_unlock(&bzc_odp_rwlock);
 				/* Frees a node it allocated, if any. */
 				xas_nomem(&xas, GFP_KERNEL_ACCOUNT);
 				return -EAGAIN;
 			}
+			xas_lock(&xas);
 			xas_store(&xas, entry);
 			xas_unlock(&xas);
+			read_unlock(&bzc_odp_rwlock);
 		} while (xas_nomem(&xas, GFP_KERNEL_ACCOUNT));
 		if (xas_error(&xas))
 			return xas_error(&xas);
@@ -327,8 +341,8 @@ int bzc_odp_fault(struct bzc_mr *mr, u64 off, u64 len, bool write,
  * @off: the byte, from the MR's start
  * @write: the access writes: only a page mapped writable will do
  *
- * Called with the table locked (bzc_odp_lock()); the page stays the
- * process's until it is unlocked.
+ * Called with the tables locked (bzc_odp_lock()); the page stays the
+ * process's until they are unlocked.
  *
  * Return: the page, or NULL when it must be faulted in first.
  */
@@ -343,45 +357,24 @@ struct page *bzc_odp_page(struct bzc_mr *mr, u64 off, bool write)
 }
 
 /**
- * bzc_odp_lock() - lock the page tables of up to two ODP MRs
- * @a: an ODP MR or NULL
- * @b: an ODP MR or NULL; may be @a
+ * bzc_odp_lock() - lock the ODP MRs' page tables for a copy
  *
- * In address order, so two copies in opposite directions between the same
- * MRs do not deadlock. Held for at most one page copy: invalidations of
- * the MRs wait meanwhile.
+ * For reading: other copies go on, invalidations of ODP MRs wait until
+ * bzc_odp_unlock(), so hold it for one run of pages (BZC_ODP_RUN bytes)
+ * at most, and do not take it again before that. The pages that
+ * bzc_odp_page() returns meanwhile stay the process's.
  */
-void bzc_odp_lock(struct bzc_mr *a, struct bzc_mr *b)
+void bzc_odp_lock(void)
 {
-	if (a && b && a->odp != b->odp) {
-		if (a->odp > b->odp)
-			swap(a, b);
-		xa_lock(&a->odp->pages);
-		xa_lock_nested(&b->odp->pages, SINGLE_DEPTH_NESTING);
-		return;
-	}
-	if (a)
-		xa_lock(&a->odp->pages);
-	else if (b)
-		xa_lock(&b->odp->pages);
+	read_lock(&bzc_odp_rwlock);
 }
 
 /**
  * bzc_odp_unlock() - undo bzc_odp_lock()
- * @a: as given to bzc_odp_lock()
- * @b: as given to bzc_odp_lock()
  */
-void bzc_odp_unlock(struct bzc_mr *a, struct bzc_mr *b)
+void bzc_odp_unlock(void)
 {
-	if (a && b && a->odp != b->odp) {
-		xa_unlock(&b->odp->pages);
-		xa_unlock(&a->odp->pages);
-		return;
-	}
-	if (a)
-		xa_unlock(&a->odp->pages);
-	else if (b)
-		xa_unlock(&b->odp->pages);
+	read_unlock(&bzc_odp_rwlock);
 }
 
 /**

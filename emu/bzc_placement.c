@@ -63,11 +63,11 @@ static u8 bzc_resp_map_u64(struct bzc_qp *tqp, struct ib_pd *pd,
 				bzc_mr_put(*mr);
 				return BZC_AETH_NAK_REM_ACCESS;
 			}
-			bzc_odp_lock(*mr, NULL);
+			bzc_odp_lock();
 			page = bzc_odp_page(*mr, off, true);
 			if (page)
 				break;
-			bzc_odp_unlock(*mr, NULL);
+			bzc_odp_unlock();
 		}
 	}
 	/* Aligned 8 bytes never straddle a page. */
@@ -80,7 +80,7 @@ static void bzc_resp_unmap_u64(struct bzc_mr *mr, u64 *p)
 {
 	kunmap_local(p);
 	if (mr->odp)
-		bzc_odp_unlock(mr, NULL);
+		bzc_odp_unlock();
 	bzc_mr_put(mr);
 }
 

@@ -223,45 +223,53 @@ static int bzc_cursor_fault(struct bzc_cursor *c, bool write)
 }
 
 /*
- * Copy one piece (at most a page on each side) where one side or both are
- * in ODP MRs, their tables locked across the copy so no invalidation
- * takes the pages meanwhile. A page that went away since the SGL was
- * built is faulted in again where the caller may sleep.
- * Returns the bytes the cursors advance by, or 0 with *lost set to the
- * side (BZC_COPY_DST_LOST, BZC_COPY_SRC_LOST) whose page is not there and
+ * Copy a run of pieces (up to BZC_ODP_RUN bytes, and `len`) where one
+ * side or both are in ODP MRs, their tables locked across the run so no
+ * invalidation takes the pages meanwhile; the cursors advance. The run
+ * ends early where either cursor enters another MR. A page that went away
+ * since the SGL was built is faulted in again where the caller may sleep.
+ * Returns the bytes copied, or 0 with *lost set to the side
+ * (BZC_COPY_DST_LOST, BZC_COPY_SRC_LOST) whose page is not there and
  * cannot be made present (the process unmapped the range while the
  * transfer ran, or the caller may not sleep).
  */
-static u64 bzc_copy_odp_piece(struct bzc_cursor *dst, struct bzc_cursor *src,
-			      u64 len, bool may_sleep, int *lost)
+static u64 bzc_copy_odp_run(struct bzc_cursor *dst, struct bzc_cursor *src,
+			    u64 len, bool may_sleep, int *lost)
 {
 	struct bzc_mr *dmr = bzc_cursor_odp(dst), *smr = bzc_cursor_odp(src);
+	u64 done = 0, n;
 	size_t dlen, slen;
 	void *d, *s;
-	u64 n;
 	int err;
 
-	bzc_cursor_settle(dst);
-	bzc_cursor_settle(src);
+	len = min_t(u64, len, BZC_ODP_RUN);
 	for (;;) {
-		bzc_odp_lock(dmr, smr);
-		d = dmr ? bzc_cursor_map_odp(dst, true, &dlen) :
-			  bzc_cursor_map(dst, &dlen);
-		s = NULL;
-		if (d)
-			s = smr ? bzc_cursor_map_odp(src, false, &slen) :
-				  bzc_cursor_map(src, &slen);
-		if (d && s) {
-			n = min3((u64)dlen, (u64)slen, len);
+		bzc_odp_lock();
+		for (;;) {
+			d = dmr ? bzc_cursor_map_odp(dst, true, &dlen) :
+				  bzc_cursor_map(dst, &dlen);
+			s = NULL;
+			if (d)
+				s = smr ? bzc_cursor_map_odp(src, false, &slen) :
+					  bzc_cursor_map(src, &slen);
+			if (!d || !s)
+				break;
+			n = min3((u64)dlen, (u64)slen, len - done);
 			bzc_copy_piece(d, s, n);
 			bzc_cursor_unmap(src, s);
 			bzc_cursor_unmap(dst, d);
-			bzc_odp_unlock(dmr, smr);
-			return n;
+			dst->pos += n;
+			src->pos += n;
+			done += n;
+			if (done == len || bzc_cursor_odp(dst) != dmr ||
+			    bzc_cursor_odp(src) != smr)
+				break;
 		}
-		if (d)
+		if (d && !s)
 			bzc_cursor_unmap(dst, d);
-		bzc_odp_unlock(dmr, smr);
+		bzc_odp_unlock();
+		if (done)
+			return done;
 
 		/* Only where faults may sleep (bzc_odp_active()). */
 		err = -EAGAIN;
@@ -291,7 +299,7 @@ static int bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
 		void *d, *s;
 
 		if (bzc_cursor_odp(dst) || bzc_cursor_odp(src)) {
-			n = bzc_copy_odp_piece(dst, src, len, may_sleep, &lost);
+			n = bzc_copy_odp_run(dst, src, len, may_sleep, &lost);
 			if (lost)
 				return lost;
 		} else {
@@ -301,9 +309,9 @@ static int bzc_copy_pages(struct bzc_cursor *dst, struct bzc_cursor *src,
 			bzc_copy_piece(d, s, n);
 			bzc_cursor_unmap(src, s);
 			bzc_cursor_unmap(dst, d);
+			dst->pos += n;
+			src->pos += n;
 		}
-		dst->pos += n;
-		src->pos += n;
 		len -= n;
 		if (may_sleep)
 			cond_resched();
