@@ -1064,6 +1064,7 @@ def pinned_pages():
     return int(v['nr_foll_pin_acquired']) - int(v['nr_foll_pin_released'])
 
 
+@pytest.mark.big
 def test_sigkill_mid_transfer_leaks_nothing(bulk):
     """SIGKILL while 1 GiB transfers run: the kernel flushes the channel,
     unpins everything (MemAvailable comes back) and drops every object."""

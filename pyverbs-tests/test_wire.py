@@ -487,7 +487,7 @@ def test_rc_pingpong_netem(peer, wire):
 
 @pytest.mark.parametrize('tool', ['ib_read_bw'])
 def test_long_messages_under_loss(peer, wire, tool):
-    """4 MiB messages (1024 packets of 4 KiB) with netem dropping 2 % of
+    """2 MiB messages (512 packets of 4 KiB) with netem dropping 2 % of
     the packets on both ends: nearly every message loses packets, so it
     completes only over several rounds of go-back-N (WRITE from the first
     PSN not acknowledged, READ asking again for the responses it lacks).
@@ -497,7 +497,7 @@ def test_long_messages_under_loss(peer, wire, tool):
     link = os.environ.get('BZC_NETDEV', 'bzclink0')
     add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', 'loss', '2%']
     delete = ['tc', 'qdisc', 'del', 'dev', link, 'root']
-    size, iters = 4 << 20, 5
+    size, iters = 2 << 20, 5
     port = cr.free_tcp_port()
     # One message in flight: each is a long go-back-N of its own.
     common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-s', str(size),
@@ -518,7 +518,7 @@ def test_long_messages_under_loss(peer, wire, tool):
     rows = cr.perftest_rows(cli.out, cr.BW_COLUMNS)
     assert len(rows) == 1 and rows[0]['bytes'] == size, cli.out
     assert after['retransmits'] > before['retransmits'], (before, after)
-    print(f"{tool} 4 MiB under 2 % loss: "
+    print(f"{tool} 2 MiB under 2 % loss: "
           f"{after['retransmits'] - before['retransmits']} retransmissions")
 
 
