@@ -87,6 +87,50 @@ def test_known_user_crash_mark():
         assert run_kernel_problems(lines) == bad, lines
 
 
+# RDS's own lockdep report on the debug kernel (docs/debug-kernel.md), cut
+RDS_CHAIN = ('rds_trans_sem --> &id_priv->handler_mutex --> '
+             '&id_priv->handler_mutex/1')
+RDS_REPORT = [
+    '======================================================',
+    'WARNING: possible circular locking dependency detected',
+    '6.1.192-bzcdebug #2 Tainted: G           O',
+    'kworker/0:2/77 is trying to acquire lock:',
+    'ffffffffc04b02b0 (rds_trans_sem){++++}-{3:3}, at: '
+    'rds_trans_get_preferred+0xd0/0x220 [rds]',
+    'Chain exists of:',
+    '  ' + RDS_CHAIN,
+    ' *** DEADLOCK ***',
+    'Call Trace:',
+    ' <TASK>',
+    ' dump_stack_lvl+0x4c/0x63',
+    ' </TASK>',
+]
+
+
+def test_known_lockdep_report(monkeypatch):
+    """BZC_KNOWN_LOCKDEP (set by tools/debug-kernel for the one boot that
+    produces that report) excuses exactly the whole lockdep report whose
+    cycle it names: not another cycle, not a cut report, not a warning
+    printed in the middle of it."""
+    lockdep = [RDS_REPORT[1], 'Call Trace:']
+    warning = 'WARNING: CPU: 1 PID: 80 at emu/bzc_qp.c:1 bzc_modify_qp+0x1'
+    interleaved = RDS_REPORT[:9] + [warning] + RDS_REPORT[9:]
+    other = [l.replace('rds_trans_sem', 'nvmet_config_sem')
+             for l in RDS_REPORT]
+    cases = [
+        ('', RDS_REPORT, lockdep),
+        (RDS_CHAIN, RDS_REPORT, []),
+        (RDS_CHAIN, RDS_REPORT[:-1], lockdep),
+        (RDS_CHAIN, other, lockdep),
+        (RDS_CHAIN, interleaved, [warning]),
+        (RDS_CHAIN, RDS_REPORT + [warning], [warning]),
+    ]
+    for chain, lines, bad in cases:
+        monkeypatch.setenv('BZC_KNOWN_LOCKDEP', chain)
+        assert h.bad_kernel_lines(lines) == bad, (chain, lines)
+        assert run_kernel_problems(lines) == bad, (chain, lines)
+
+
 def test_environment():
     assert h.dev_exists(), h.ib_devices()
     assert h.netdev_exists()

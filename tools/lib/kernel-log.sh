@@ -9,9 +9,16 @@
 # to a known bug of a program it runs: it logs
 # "bzc-pyverbs: known user-space crash of COMM[PID]: REASON" after the
 # fault (pyverbs-tests/bzc_helpers.py, mark_known_user_crash()), which
-# excuses that process's fault lines before it and nothing else.
+# excuses that process's fault lines before it and nothing else. So is the
+# one lockdep report whose cycle (the text after "Chain exists of:")
+# contains BZC_KNOWN_LOCKDEP, when that is set: tools/debug-kernel names a
+# report it has placed outside bzc for the boot that produces it. Only the
+# report's "possible ... detected" and "Call Trace:" lines, and only when
+# it is whole (up to "</TASK>"). bad_kernel_lines() in
+# pyverbs-tests/bzc_helpers.py applies the same rules to each test.
 kernel_problems() {
-	awk '
+	BZC_KNOWN_LOCKDEP=${BZC_KNOWN_LOCKDEP:-} awk '
+	BEGIN { chain = ENVIRON["BZC_KNOWN_LOCKDEP"]; inrep = 0 }
 	function user_gpf(s) {
 		if (!match(s, /traps: [^ ]+\[[0-9]+\] general protection fault ip:[0-9a-f]+ sp:[0-9a-f]+ error:[0-9a-f]+/))
 			return ""
@@ -24,12 +31,27 @@ kernel_problems() {
 		for (i = 1; i <= n; i++)
 			if (key[i] != "" && key[i] == who)
 				gone[i] = 1
+		inrep = 0
 		next
+	}
+	index($0, "WARNING: possible circular locking dependency detected") {
+		inrep = 1; known = 0; nrep = 0
 	}
 	/WARNING:|BUG:|Oops|general protection fault|Call Trace|kernel BUG|Kernel panic/ &&
 	!/taints kernel|tainting kernel|module verification failed/ {
 		line[++n] = $0
 		key[n] = user_gpf($0)
+		if (inrep && /possible circular locking dependency detected|Call Trace/)
+			rep[++nrep] = n
+	}
+	inrep {
+		if (chain != "" && index($0, chain))
+			known = 1
+		if (index($0, "</TASK>")) {
+			for (i = 1; known && i <= nrep; i++)
+				gone[rep[i]] = 1
+			inrep = 0
+		}
 	}
 	END {
 		for (i = 1; i <= n; i++)
