@@ -322,7 +322,7 @@ static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 			       IB_ACCESS_LOCAL_WRITE)) {
 		bzc_resp_complete(tqp, rcq, msg, rqe, IB_WC_LOC_PROT_ERR, 0);
 		bzc_qp_error(tqp, 0);
-		if (!ud)
+		if (bzc_type_reliable(msg->type))
 			res->syndrome = BZC_AETH_NAK_REM_OP;
 		return;
 	}
@@ -330,7 +330,7 @@ static void bzc_resp_send(struct bzc_qp *tqp, const struct bzc_msg *msg,
 		bzc_sgl_put(dst);
 		bzc_resp_complete(tqp, rcq, msg, rqe, IB_WC_LOC_LEN_ERR, 0);
 		bzc_qp_error(tqp, 0);
-		if (!ud)
+		if (bzc_type_reliable(msg->type))
 			res->syndrome = BZC_AETH_NAK_INV_REQ;
 		return;
 	}

@@ -294,6 +294,30 @@ def test_send_larger_than_receive(env, pairs):
     assert_state(p.b, e.IBV_QPS_ERR, 'receiver')
 
 
+@pytest.mark.parametrize('fault', ['length', 'lkey'])
+def test_uc_receive_error_is_the_receivers_own(env, pairs, fault):
+    """UC has no acknowledgements: a SEND whose receive cannot take it (too
+    short, or an SGE of another PD) completes successfully at the sender,
+    which stays in RTS; only the receive fails (IBV_WC_LOC_LEN_ERR,
+    IBV_WC_LOC_PROT_ERR), and nothing is written into the receive's
+    memory."""
+    p = pairs(qp_type=e.IBV_QPT_UC)
+    env.mr_b.write(b'\x66' * 256, 256, 0)
+    env.mr_pd2.write(b'\x44' * 256, 256, 0)
+    if fault == 'length':
+        p.b.qp.post_recv(recv_wr(9, [sge(env.mr_b, 0, 64)]))
+        status = e.IBV_WC_LOC_LEN_ERR
+    else:
+        p.b.qp.post_recv(recv_wr(9, [sge(env.mr_pd2, 0, 256)]))
+        status = e.IBV_WC_LOC_PROT_ERR
+    p.a.qp.post_send(send_wr(1, e.IBV_WR_SEND, [sge(env.mr_a, 0, 100)]))
+    expect_wcs(p.a.scq, [(1, e.IBV_WC_SUCCESS)], 'UC sender')
+    expect_wcs(p.b.rcq, [(9, status)], 'UC receiver')
+    assert env.mr_b.read(256, 0) == b'\x66' * 256
+    assert env.mr_pd2.read(256, 0) == b'\x44' * 256
+    assert_state(p.a, e.IBV_QPS_RTS, 'UC sender')
+
+
 # --------------------------------------------------------------------------
 # RNR
 # --------------------------------------------------------------------------
