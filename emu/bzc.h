@@ -68,6 +68,10 @@ enum bzc_counter {
 	BZC_CNT_NAKS_SENT,	/* NAKs and RNR NAKs sent */
 	BZC_CNT_NAKS_RCVD,	/* NAKs and RNR NAKs received */
 	BZC_CNT_TX_ERRORS,	/* packets that could not be sent */
+	/* On-demand paging (bzc_odp.c): */
+	BZC_CNT_ODP_FAULTS,	/* hmm_range_fault() runs that stored pages */
+	BZC_CNT_ODP_FAULT_PAGES, /* the pages they stored */
+	BZC_CNT_ODP_INVALIDATIONS, /* MMU-notifier invalidations of ODP MRs */
 	BZC_NUM_COUNTERS
 };
 
@@ -260,6 +264,7 @@ struct bzc_mr {
  */
 struct bzc_odp {
 	struct mmu_interval_notifier notifier;
+	struct bzc_dev *bdev;		/* the MR's device: its counters */
 	struct xarray pages;
 	u64 uaddr;			/* user address of the MR's first byte */
 	unsigned long start;		/* the range watched, page aligned */
@@ -579,7 +584,8 @@ bool bzc_mr_access_ok(int access);
 
 /* bzc_odp.c: on-demand paging MRs */
 bool bzc_odp_active(void);
-int bzc_odp_init(struct bzc_mr *mr, u64 start, bool implicit);
+int bzc_odp_init(struct bzc_dev *bdev, struct bzc_mr *mr, u64 start,
+		 bool implicit);
 void bzc_odp_release(struct bzc_mr *mr);
 int bzc_odp_fault(struct bzc_mr *mr, u64 off, u64 len, bool write,
 		  bool fault);

@@ -250,7 +250,7 @@ struct ib_mr *bzc_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	if (access & IB_ACCESS_ON_DEMAND) {
 		/* Nothing pinned: pages are looked up when touched. */
 		bzc_mr_set_range(mr, iova, length, access);
-		err = bzc_odp_init(mr, start, implicit);
+		err = bzc_odp_init(bdev, mr, start, implicit);
 		if (err)
 			goto err_free;
 		err = bzc_mr_assign_key(bdev, mr);

@@ -90,6 +90,7 @@ static bool bzc_odp_invalidate(struct mmu_interval_notifier *mni,
 		xas_store(&xas, NULL);
 	xas_unlock(&xas);
 	write_unlock(&bzc_odp_rwlock);
+	bzc_count(odp->bdev, BZC_CNT_ODP_INVALIDATIONS, 1);
 	return true;
 }
 
@@ -99,6 +100,7 @@ static const struct mmu_interval_notifier_ops bzc_odp_ops = {
 
 /**
  * bzc_odp_init() - make a registered-to-be MR an ODP MR
+ * @bdev: the MR's device (its counters count the faults and invalidations)
  * @mr: the MR, its range set (bzc_mr_set_range())
  * @start: the user address of its first byte
  * @implicit: the whole address space (start 0, length U64_MAX, iova 0)
@@ -109,7 +111,8 @@ static const struct mmu_interval_notifier_ops bzc_odp_ops = {
  * Return: 0, -EINVAL for a range that wraps or leaves user space, or
  * -ENOMEM.
  */
-int bzc_odp_init(struct bzc_mr *mr, u64 start, bool implicit)
+int bzc_odp_init(struct bzc_dev *bdev, struct bzc_mr *mr, u64 start,
+		 bool implicit)
 {
 	struct bzc_odp *odp;
 	u64 end;
@@ -127,6 +130,7 @@ int bzc_odp_init(struct bzc_mr *mr, u64 start, bool implicit)
 	if (!odp)
 		return -ENOMEM;
 	xa_init(&odp->pages);
+	odp->bdev = bdev;
 	odp->uaddr = start;
 	odp->start = round_down(start, PAGE_SIZE);
 	odp->end = round_up(end, PAGE_SIZE);
@@ -167,7 +171,7 @@ static int bzc_odp_store(struct bzc_odp *odp, unsigned long first,
 			 const unsigned long *pfns, unsigned long n,
 			 unsigned long seq)
 {
-	unsigned long i;
+	unsigned long i, stored = 0;
 
 	for (i = 0; i < n; i++) {
 		XA_STATE(xas, &odp->pages, first + i);
@@ -199,6 +203,11 @@ static int bzc_odp_store(struct bzc_odp *odp, unsigned long first,
 		} while (xas_nomem(&xas, GFP_KERNEL_ACCOUNT));
 		if (xas_error(&xas))
 			return xas_error(&xas);
+		stored++;
+	}
+	if (stored) {
+		bzc_count(odp->bdev, BZC_CNT_ODP_FAULTS, 1);
+		bzc_count(odp->bdev, BZC_CNT_ODP_FAULT_PAGES, stored);
 	}
 	return 0;
 }

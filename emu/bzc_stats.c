@@ -32,6 +32,9 @@ static const struct rdma_stat_desc bzc_counter_descs[] = {
 	[BZC_CNT_NAKS_SENT].name = "naks_sent",
 	[BZC_CNT_NAKS_RCVD].name = "naks_received",
 	[BZC_CNT_TX_ERRORS].name = "tx_errors",
+	[BZC_CNT_ODP_FAULTS].name = "odp_faults",
+	[BZC_CNT_ODP_FAULT_PAGES].name = "odp_fault_pages",
+	[BZC_CNT_ODP_INVALIDATIONS].name = "odp_invalidations",
 };
 
 static_assert(ARRAY_SIZE(bzc_counter_descs) == BZC_NUM_COUNTERS);

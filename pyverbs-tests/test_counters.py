@@ -15,7 +15,9 @@ COUNTERS = ['doorbells', 'sent_wqes', 'sent_bytes', 'send_errors',
             # The wire's: loopback traffic must leave them at 0.
             'tx_packets', 'tx_bytes', 'rx_packets', 'rx_bytes', 'rx_drops',
             'rx_icrc_errors', 'rx_duplicates', 'rx_out_of_sequence',
-            'retransmits', 'naks_sent', 'naks_received', 'tx_errors']
+            'retransmits', 'naks_sent', 'naks_received', 'tx_errors',
+            # On-demand paging's (test_odp.py checks them).
+            'odp_faults', 'odp_fault_pages', 'odp_invalidations']
 SZ = 64 * 1024
 
 

@@ -484,6 +484,40 @@ def test_dontneed_source_and_target(env, pair, mrs):
     assert dst.read(0, n) == d3
 
 
+def test_faults_and_invalidations_counted(env, pair, mrs):
+    """The port counters odp_faults, odp_fault_pages and
+    odp_invalidations: a first WRITE between two untouched ODP regions of
+    N pages faults in all 2N; the same WRITE again faults nothing (the
+    MRs are warm); madvise(MADV_DONTNEED) on the target is one
+    invalidation, and the next WRITE faults its N pages in again."""
+    a, b = pair()
+    n = 8
+    src, smr = mrs.odp(n * PAGE)
+    dst, dmr = mrs.odp(n * PAGE)
+    src.write(0, os.urandom(n * PAGE))
+
+    def counted(step):
+        before = h.hw_counters()
+        step()
+        after = h.hw_counters()
+        return {k: after[k] - before[k]
+                for k in ('odp_faults', 'odp_fault_pages',
+                          'odp_invalidations')}
+
+    def once():
+        ok(write(a, rsge(src, smr, 0, n * PAGE), dmr.rkey, dst.addr),
+           'WRITE')
+
+    first = counted(once)
+    assert first['odp_fault_pages'] == 2 * n, first
+    assert 1 <= first['odp_faults'] <= 2 * n, first
+    assert counted(once)['odp_fault_pages'] == 0, 'a warm WRITE faulted'
+    d = counted(lambda: dst.dontneed(0, n * PAGE))
+    assert d['odp_invalidations'] >= 1 and d['odp_fault_pages'] == 0, d
+    assert counted(once)['odp_fault_pages'] == n
+    assert dst.read(0, n * PAGE) == src.read(0, n * PAGE)
+
+
 def test_fork_copy_on_write(env, pair, mrs):
     """After fork, parent and child share the pages copy-on-write.  The
     parent writes: its new page is what the device reads and writes from
