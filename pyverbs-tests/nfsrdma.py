@@ -2,7 +2,11 @@
 """NFS over RDMA: the kernel's NFS server (nfsd, listening on RDMA only)
 and client (the rpcrdma transport of nfs), for test_nfsrdma.py (both in
 one machine) and test_nfsrdma_wire.py (the server on the peer machine,
-run as `nfsrdma.py serve ADDR CLIENT ROOT PORT`, see serve()).
+run as `nfsrdma.py serve ADDR CLIENT ROOT PORT`, see serve()), and for
+tools/bench-nfs, which also has nfsd listen on TCP, exports to more than
+one client address and mounts over TCP as the yardstick (Server's
+`listen` and `client`, Client's `proto` and `addr`; the defaults are the
+tests' setup).
 
 The smallest setup that serves NFSv4.2 and NFSv3 on a host whose root is
 read-only (the test guest's 9p root), in a mount namespace of the
@@ -46,6 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bzc_helpers as h  # noqa: E402
 
 PORT = 20049
+TCP_PORT = 2049         # NFS over TCP's usual port (tools/bench-nfs)
 MODULES = ('nfsd', 'rpcrdma', 'nfsv3', 'nfsv4')
 # The programs the setup runs and the Debian packages they come in.
 TOOLS = (('exportfs', 'nfs-kernel-server'), ('rpc.mountd', 'nfs-kernel-server'),
@@ -111,13 +116,20 @@ def nfsd_threads():
 
 class Server:
     """nfsd on `addr` port PORT (RDMA) exporting a tmpfs to `client`
-    (an IPv4 address); `root` is the directory of the NFSv4 pseudo-root,
-    the export is `root`/export."""
+    (an IPv4 address, or a sequence of them: exported to each); `root`
+    is the directory of the NFSv4 pseudo-root, the export is
+    `root`/export. `listen` is nfsd's listeners, (netid, port) pairs
+    written to its portlist in order ('rdma' or 'tcp'); by default RDMA
+    on PORT only. nfsd's listeners take any local address, so `addr` is
+    only the address clients are told to mount."""
 
-    def __init__(self, addr, client, root, threads=4, export_mb=512):
+    def __init__(self, addr, client, root, threads=4, export_mb=512,
+                 listen=(('rdma', PORT),)):
         self.addr, self.client, self.root = addr, client, root
+        self.clients = [client] if isinstance(client, str) else list(client)
         self.export = os.path.join(root, 'export')
         self.threads, self.export_mb = threads, export_mb
+        self.listen = tuple(listen)
         self.mounted = []       # our mounts, unmounted in reverse
         self.procs = []         # our daemons (Popen), stopped in reverse
         self.exported = []
@@ -162,12 +174,14 @@ class Server:
         opts = 'insecure,no_subtree_check,sync'
         for path, more in ((self.root, 'ro,fsid=0,crossmnt'),
                            (self.export, 'rw,fsid=1,no_root_squash')):
-            h.run(['exportfs', '-i', '-o', f'{more},{opts}',
-                   f'{self.client}/32:{path}'])
-            self.exported.append(f'{self.client}/32:{path}')
+            for client in self.clients:
+                h.run(['exportfs', '-i', '-o', f'{more},{opts}',
+                       f'{client}/32:{path}'])
+                self.exported.append(f'{client}/32:{path}')
         self._daemon(['rpc.mountd', '-F'], lambda: rpc_registered('mountd'))
 
-        _write(f'{NFSD_FS}/portlist', f'rdma {PORT}')
+        for netid, port in self.listen:
+            _write(f'{NFSD_FS}/portlist', f'{netid} {port}')
         _write(f'{NFSD_FS}/threads', self.threads)
         self.started = True
         assert nfsd_threads() == self.threads, h.read_file(
@@ -213,15 +227,20 @@ class Server:
 
 class Client:
     """An NFS mount of `server` (a Server) at `mnt` with version `vers`
-    ('4.2', '3', ...) over RDMA."""
+    ('4.2', '3', ...) over RDMA, or with `proto` 'tcp' over TCP (NFS's
+    own port); from `server`.addr, or from `addr` if given."""
 
-    def __init__(self, server, mnt, vers):
+    def __init__(self, server, mnt, vers, proto='rdma', addr=None):
         self.server, self.mnt, self.vers = server, mnt, vers
+        self.proto, self.addr = proto, addr or server.addr
         # NFSv4 paths are relative to the pseudo-root (fsid=0).
         self.path = '/export' if vers.startswith('4') else server.export
 
     def options(self):
-        opts = f'rdma,port={PORT},vers={self.vers}'
+        if self.proto == 'rdma':
+            opts = f'rdma,port={PORT},vers={self.vers}'
+        else:
+            opts = f'proto={self.proto},port={TCP_PORT},vers={self.vers}'
         if not self.vers.startswith('4'):
             opts += ',nolock'
         return opts
@@ -229,7 +248,7 @@ class Client:
     def mount(self):
         os.makedirs(self.mnt, exist_ok=True)
         h.run(['mount', '-t', 'nfs', '-o', self.options(),
-               f'{self.server.addr}:{self.path}', self.mnt], timeout=300)
+               f'{self.addr}:{self.path}', self.mnt], timeout=300)
 
     def umount(self):
         h.run(['umount', self.mnt], timeout=300)
