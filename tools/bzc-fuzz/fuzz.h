@@ -136,6 +136,13 @@ struct world {
 	pthread_t drainer;
 	atomic_int drainer_stop;
 	bool drainer_running;
+	/*
+	 * Held by the drainer from reading an event to acking it, and around
+	 * destroying a CQ, QP or SRQ (destroy_cq() and friends): a destroy
+	 * that fails with EIO (the device was removed) frees the object at
+	 * once, without waiting for the acks of the events naming it.
+	 */
+	pthread_mutex_t ev_lock;
 
 	struct ibv_pd *pd[NSLOT];
 	struct ibv_cq *cq[NSLOT];
