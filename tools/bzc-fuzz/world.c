@@ -281,6 +281,7 @@ void world_forget(struct worker *w, int kind, uint32_t handle)
 	case A_AH: FORGET(ah, wd->ah[i]->handle); break;
 	case A_CHAN: FORGET(chan, chan_handle(wd->chan[i])); break;
 	case A_CMR: FORGET(cmr, cmr_handle(wd->cmr[i])); break;
+	case A_DM: break;	/* no raw method destroys a DM */
 	}
 #undef FORGET
 	if (!obj)
