@@ -139,7 +139,7 @@ struct world {
 	bool drainer_running;
 	/*
 	 * Held by the drainer from reading an event to acking it, and around
-	 * destroying a CQ, QP or SRQ (destroy_cq() and friends): a destroy
+	 * destroying a CQ, QP or SRQ (destroy_evented()): a destroy
 	 * that fails with EIO (the device was removed) frees the object at
 	 * once, without waiting for the acks of the events naming it.
 	 */

@@ -156,33 +156,26 @@ static void *drainer_main(void *arg)
 	return NULL;
 }
 
-/* Destroys under the drainer's lock (struct world's ev_lock). */
-static int destroy_cq(struct world *wd, struct ibv_cq *cq)
+/*
+ * Destroy a CQ, QP or SRQ (kind A_CQ, A_QP or A_SRQ) under the drainer's
+ * lock (struct world's ev_lock).
+ */
+static int destroy_evented(struct world *wd, int kind, void *obj)
 {
 	int ret;
 
 	pthread_mutex_lock(&wd->ev_lock);
-	ret = ibv_destroy_cq(cq);
-	pthread_mutex_unlock(&wd->ev_lock);
-	return ret;
-}
-
-static int destroy_qp(struct world *wd, struct ibv_qp *qp)
-{
-	int ret;
-
-	pthread_mutex_lock(&wd->ev_lock);
-	ret = ibv_destroy_qp(qp);
-	pthread_mutex_unlock(&wd->ev_lock);
-	return ret;
-}
-
-static int destroy_srq(struct world *wd, struct ibv_srq *srq)
-{
-	int ret;
-
-	pthread_mutex_lock(&wd->ev_lock);
-	ret = ibv_destroy_srq(srq);
+	switch (kind) {
+	case A_CQ:
+		ret = ibv_destroy_cq(obj);
+		break;
+	case A_QP:
+		ret = ibv_destroy_qp(obj);
+		break;
+	default:
+		ret = ibv_destroy_srq(obj);
+		break;
+	}
 	pthread_mutex_unlock(&wd->ev_lock);
 	return ret;
 }
@@ -320,13 +313,13 @@ void world_close(struct worker *w, bool orderly)
 				wd->chan[i] = NULL;
 			if (wd->mw[i] && !ibv_dealloc_mw(wd->mw[i]))
 				wd->mw[i] = NULL;
-			if (wd->qp[i] && !destroy_qp(wd, wd->qp[i]))
+			if (wd->qp[i] && !destroy_evented(wd, A_QP, wd->qp[i]))
 				wd->qp[i] = NULL;
 			if (wd->ah[i] && !ibv_destroy_ah(wd->ah[i]))
 				wd->ah[i] = NULL;
 		}
 		for (i = 0; i < NSLOT; i++) {
-			if (wd->srq[i] && !destroy_srq(wd, wd->srq[i]))
+			if (wd->srq[i] && !destroy_evented(wd, A_SRQ, wd->srq[i]))
 				wd->srq[i] = NULL;
 			if (wd->mr[i] && !ibv_dereg_mr(wd->mr[i]))
 				wd->mr[i] = NULL;
@@ -334,7 +327,7 @@ void world_close(struct worker *w, bool orderly)
 		for (i = 0; i < NSLOT; i++) {
 			if (wd->dm[i] && !ibv_free_dm(wd->dm[i]))
 				wd->dm[i] = NULL;
-			if (wd->cq[i] && !destroy_cq(wd, wd->cq[i]))
+			if (wd->cq[i] && !destroy_evented(wd, A_CQ, wd->cq[i]))
 				wd->cq[i] = NULL;
 			if (wd->pd[i] && !ibv_dealloc_pd(wd->pd[i]))
 				wd->pd[i] = NULL;
@@ -458,7 +451,7 @@ int op_cq_destroy(struct worker *w)
 
 	if (s < 0)
 		return NOTHING;
-	ret = destroy_cq(&w->wd, w->wd.cq[s]);
+	ret = destroy_evented(&w->wd, A_CQ, w->wd.cq[s]);
 	if (!ret)
 		w->wd.cq[s] = NULL;
 	return ret;
@@ -572,7 +565,7 @@ int op_qp_destroy(struct worker *w)
 	if (s < 0)
 		return NOTHING;
 	note(w, "handle %u", w->wd.qp[s]->handle);
-	ret = destroy_qp(&w->wd, w->wd.qp[s]);
+	ret = destroy_evented(&w->wd, A_QP, w->wd.qp[s]);
 	if (!ret)
 		w->wd.qp[s] = NULL;
 	return ret;
@@ -723,7 +716,7 @@ int op_srq_destroy(struct worker *w)
 
 	if (s < 0)
 		return NOTHING;
-	ret = destroy_srq(&w->wd, w->wd.srq[s]);
+	ret = destroy_evented(&w->wd, A_SRQ, w->wd.srq[s]);
 	if (!ret)
 		w->wd.srq[s] = NULL;
 	return ret;
