@@ -11,17 +11,14 @@ fio fails or a job reports an error.
 import json
 import subprocess
 
+import bzc_helpers as h
+
 # The options of every timed() job, besides its file, runtime and args.
 TIMED = ('--ioengine=libaio', '--direct=1', '--time_based', '--ramp_time=1')
 
 
 class FioError(RuntimeError):
     """fio exited non-zero, printed no JSON, or a job failed."""
-
-
-def _last_line(text):
-    lines = [s.strip() for s in text.splitlines() if s.strip()]
-    return lines[-1] if lines else '(no output)'
 
 
 def jobs(argv, timeout, env=None):
@@ -31,11 +28,11 @@ def jobs(argv, timeout, env=None):
                         timeout=timeout)
     if cp.returncode:
         raise FioError(f'fio exit {cp.returncode}: '
-                       f'{_last_line(cp.stderr or cp.stdout)}')
+                       f'{h.last_line(cp.stderr or cp.stdout)}')
     # fio may print warnings before the JSON.
     start = cp.stdout.find('{')
     if start < 0:
-        raise FioError(f'fio printed no report: {_last_line(cp.stdout)}')
+        raise FioError(f'fio printed no report: {h.last_line(cp.stdout)}')
     report = json.loads(cp.stdout[start:])
     out = {}
     for job in report['jobs']:
