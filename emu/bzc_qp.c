@@ -13,6 +13,7 @@
 
 #include "bzc.h"
 #include "bzc_compat.h"
+#include "bzc_xport.h"
 
 #define BZC_MIN_QPN	16	/* 0 and 1 are the special QPs */
 #define BZC_MAX_QPN	((1U << 24) - 1)
@@ -269,7 +270,8 @@ int bzc_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	bzc_qp_put(qp);
 	wait_for_completion(&qp->released);
 
-	/* And stop its own send queue for good. */
+	/* And stop its own send queue for good (the timer kicks it). */
+	bzc_wire_stop(qp);
 	cancel_delayed_work_sync(&qp->sq_work);
 	mutex_lock(&qp->sq_mutex);
 	mutex_unlock(&qp->sq_mutex);
@@ -429,6 +431,7 @@ static void bzc_qp_reset(struct bzc_qp *qp)
 	/* Every slot is free again: the kernel reads none of them now. */
 	smp_store_release(&hdr->cons, cpu_to_le32(qp->sq_cons));
 	qp->rnr_waiting = false;
+	bzc_wire_reset(qp);
 	mutex_unlock(&qp->sq_mutex);
 
 	if (!qp->rq.kaddr)
