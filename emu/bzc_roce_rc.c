@@ -56,7 +56,7 @@
 #define BZC_WIRE_XMIT_TRIES	20
 /* PSN sequence NAKs one message may get before it fails. */
 #define BZC_WIRE_SEQ_NAKS	64
-/* timeout 0: no timer (IBA); the wait still checks the QP this often. */
+/* timeout 0: no timer (IBA; bzc_wire_arm() arms none); a nominal value. */
 #define BZC_NO_TIMER_POLL	(HZ)
 
 /**
