@@ -106,6 +106,10 @@ static_assert(offsetof(struct bzc_srq_resize_resp, wqe_size) == 24);
 
 static_assert(sizeof(struct bzc_create_ah_resp) == 8);
 
+static_assert(sizeof(struct bzc_dm_query_resp) == 24);
+static_assert(offsetof(struct bzc_dm_query_resp, length) == 8);
+static_assert(offsetof(struct bzc_dm_query_resp, mmap_offset) == 16);
+
 static_assert(sizeof(struct bzc_bulk_caps) == 48);
 static_assert(offsetof(struct bzc_bulk_caps, max_bulk_len) == 8);
 static_assert(offsetof(struct bzc_bulk_caps, mr_cache_max_bytes) == 16);

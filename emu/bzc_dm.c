@@ -14,6 +14,11 @@
  * the data path and bulk channels move data into and out of it like any
  * other MR.
  *
+ * BZC_METHOD_DM_QUERY tells another context on the same ucontext (one
+ * from ibv_import_device(), in this process or one the fd was passed to)
+ * the DM's length and mmap offset, for ibv_import_dm(): it maps the same
+ * entry and reaches the same pages.
+ *
  * BZC_METHOD_DM_EXPORT_DMABUF exports the memory as a dma-buf, for another
  * process or driver to import (bzc's own ibv_reg_dmabuf_mr among them):
  * the exporter hands out the pages as an sg_table mapped for the
@@ -46,6 +51,7 @@ struct bzc_dm {
 	void *kaddr;			/* the pages, mapped in the kernel */
 	struct page **pages;
 	u64 npages;
+	u64 length;			/* bytes asked of DM_ALLOC */
 	struct bzc_mmap_entry *mmap;
 };
 
@@ -150,6 +156,7 @@ struct ib_dm *bzc_alloc_dm(struct ib_device *ibdev,
 	}
 	kref_init(&dm->ref);
 	dm->npages = len >> PAGE_SHIFT;
+	dm->length = attr->length;
 	err = bzc_dm_alloc_pages(dm);
 	if (err)
 		goto err_put;
@@ -337,6 +344,36 @@ static int UVERBS_HANDLER(BZC_METHOD_DM_EXPORT_DMABUF)(
 	return 0;
 }
 
+/*
+ * The DM's length and mmap offset, for a context of the same ucontext that
+ * did not allocate it. The core looked the handle up (ENOENT: no object,
+ * EINVAL: not a DM) and holds it for reading, so it cannot be freed, nor
+ * its mmap entry removed, meanwhile.
+ */
+static int UVERBS_HANDLER(BZC_METHOD_DM_QUERY)(struct uverbs_attr_bundle *attrs)
+{
+	struct ib_dm *ibdm =
+		uverbs_attr_get_obj(attrs, BZC_ATTR_DM_QUERY_HANDLE);
+	struct bzc_dm *dm = to_bdm(ibdm);
+	struct bzc_dm_query_resp resp = {
+		.length = dm->length,
+		.mmap_offset =
+			rdma_user_mmap_get_offset(&dm->mmap->rdma_entry),
+	};
+
+	return uverbs_copy_to_struct_or_zero(attrs, BZC_ATTR_DM_QUERY_RESP,
+					     &resp, sizeof(resp));
+}
+
+DECLARE_UVERBS_NAMED_METHOD(BZC_METHOD_DM_QUERY,
+			    UVERBS_ATTR_IDR(BZC_ATTR_DM_QUERY_HANDLE,
+					    UVERBS_OBJECT_DM,
+					    UVERBS_ACCESS_READ, UA_MANDATORY),
+			    UVERBS_ATTR_PTR_OUT(BZC_ATTR_DM_QUERY_RESP,
+						UVERBS_ATTR_STRUCT(struct bzc_dm_query_resp,
+								   mmap_offset),
+						UA_MANDATORY));
+
 DECLARE_UVERBS_NAMED_METHOD(BZC_METHOD_DM_EXPORT_DMABUF,
 			    UVERBS_ATTR_IDR(BZC_ATTR_DM_EXPORT_DMABUF_HANDLE,
 					    UVERBS_OBJECT_DM,
@@ -346,7 +383,8 @@ DECLARE_UVERBS_NAMED_METHOD(BZC_METHOD_DM_EXPORT_DMABUF,
 						UA_MANDATORY));
 
 ADD_UVERBS_METHODS(bzc_dm_methods, UVERBS_OBJECT_DM,
-		   &UVERBS_METHOD(BZC_METHOD_DM_EXPORT_DMABUF));
+		   &UVERBS_METHOD(BZC_METHOD_DM_EXPORT_DMABUF),
+		   &UVERBS_METHOD(BZC_METHOD_DM_QUERY));
 
 ADD_UVERBS_ATTRIBUTES_SIMPLE(bzc_dm_alloc_attrs, UVERBS_OBJECT_DM,
 			     UVERBS_METHOD_DM_ALLOC,

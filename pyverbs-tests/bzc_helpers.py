@@ -55,6 +55,12 @@ class CmdError(AssertionError):
     pass
 
 
+def last_line(text):
+    """The last non-blank line of `text`, stripped, or '(no output)'."""
+    lines = [s.strip() for s in text.splitlines() if s.strip()]
+    return lines[-1] if lines else '(no output)'
+
+
 def run(cmd, check=True, timeout=60, input=None):
     """Run a command (list), return CompletedProcess with text output.
 

@@ -647,9 +647,12 @@ def test_unmapped_receive_buffer(env, pair, mrs):
 BIG = 64 << 20
 
 
-def _unmap_once_started(post, watch, region, off, n=PAGE):
+def _unmap_once_started(post, watch, region, off, n=PAGE, early=None):
     """post(), wait until the byte at address `watch` is no longer 0 (the
-    copy has begun), then unmap [off, off + n) of `region`.
+    copy has begun), then unmap [off, off + n) of `region`. `early`, if
+    given, returns the completions polled so far: one that comes before
+    the first byte fails the wait with its status (the request ended
+    without copying), rather than after the whole wait.
 
     The copy runs in bzc's high-priority workers, one per CPU, which would
     keep this process off the CPU until they are done: it waits as a
@@ -662,6 +665,9 @@ def _unmap_once_started(post, watch, region, off, n=PAGE):
         post()
         deadline = time.monotonic() + 60
         while not byte.value:
+            wcs = early() if early else []
+            assert not wcs, 'completed before its first byte landed: ' + \
+                '; '.join(map(str, wcs))
             assert time.monotonic() < deadline, 'the transfer never started'
         region.unmap(off, n)
     finally:
@@ -938,7 +944,9 @@ def test_bulk_page_unmapped_mid_transfer(side):
             assert rc == 0, (rc, idx)
         _unmap_once_started(post, far.addr,
                             local if side == 'local' else far,
-                            BIG - PAGE)
+                            BIG - PAGE,
+                            early=lambda: [dv.wc_str(wc) for wc in
+                                           a.cq.poll(1)])
         wc = a.cq.wait(1)[0]
         want = dv.WC_LOC_PROT_ERR if side == 'local' else \
             dv.WC_REM_ACCESS_ERR

@@ -261,6 +261,18 @@ struct bzc_create_ah_resp {
 };
 
 /*
+ * BZC_METHOD_DM_QUERY: a DM of the ucontext, for a context that did not
+ * allocate it (ibv_import_dm()). The memory is mapped MAP_SHARED from the
+ * uverbs fd at mmap_offset, length rounded up to whole pages, as after
+ * UVERBS_METHOD_DM_ALLOC.
+ */
+struct bzc_dm_query_resp {
+	__aligned_u64 comp_mask;	/* none defined yet */
+	__aligned_u64 length;		/* bytes, as asked of DM_ALLOC */
+	__aligned_u64 mmap_offset;	/* BZC_ATTR_ALLOC_DM_RESP_MMAP_OFFSET */
+};
+
+/*
  * Bulk transfers (bzc_user_ioctl_cmds.h: BZC_OBJECT_BULK_CHAN, _CACHED_MR).
  */
 

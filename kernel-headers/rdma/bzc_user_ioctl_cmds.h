@@ -167,8 +167,9 @@ enum bzc_alloc_dm_attrs {
 };
 
 /*
- * Driver methods on the core UVERBS_OBJECT_DM (with
- * BZC_CAP_DM_EXPORT_DMABUF).
+ * Driver methods on the core UVERBS_OBJECT_DM (BZC_METHOD_DM_EXPORT_DMABUF
+ * with BZC_CAP_DM_EXPORT_DMABUF, BZC_METHOD_DM_QUERY with
+ * BZC_CAP_DM_QUERY).
  */
 enum bzc_dm_methods {
 	/*
@@ -176,6 +177,12 @@ enum bzc_dm_methods {
 	 * pages), which holds the memory until its last reference goes.
 	 */
 	BZC_METHOD_DM_EXPORT_DMABUF = (1U << UVERBS_ID_NS_SHIFT),
+	/*
+	 * What a context needs to use a DM it did not allocate (another
+	 * context on the same ucontext, ibv_import_dm()): its length and
+	 * where to map it.
+	 */
+	BZC_METHOD_DM_QUERY,
 };
 
 enum bzc_dm_export_dmabuf_attrs {
@@ -183,6 +190,13 @@ enum bzc_dm_export_dmabuf_attrs {
 	BZC_ATTR_DM_EXPORT_DMABUF_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
 	/* PTR_OUT __s32: the new file descriptor (O_RDWR | O_CLOEXEC) */
 	BZC_ATTR_DM_EXPORT_DMABUF_RESP_FD,
+};
+
+enum bzc_dm_query_attrs {
+	/* IDR UVERBS_OBJECT_DM, read: a DM of this ucontext */
+	BZC_ATTR_DM_QUERY_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* PTR_OUT struct bzc_dm_query_resp */
+	BZC_ATTR_DM_QUERY_RESP,
 };
 
 #endif /* BZC_USER_IOCTL_CMDS_H */

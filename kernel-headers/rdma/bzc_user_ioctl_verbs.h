@@ -77,6 +77,8 @@ enum bzc_device_caps {
 	 * XRC TGT QPs (which have no rings).
 	 */
 	BZC_CAP_XRC = 1 << 8,
+	/* BZC_METHOD_DM_QUERY exists on UVERBS_OBJECT_DM. */
+	BZC_CAP_DM_QUERY = 1 << 9,
 };
 
 /* bzc_cq_ring_hdr.arm: what the next completion event waits for. */

@@ -197,6 +197,12 @@ BZC_CHECK_OFFSET(bzc_create_ah_resp, pad, 4);
 _Static_assert(_Alignof(struct bzc_create_ah_resp) == 4,
 	       "bzc_create_ah_resp must be 4-byte aligned");
 
+BZC_CHECK_SIZE(bzc_dm_query_resp, 24);
+BZC_CHECK_OFFSET(bzc_dm_query_resp, comp_mask, 0);
+BZC_CHECK_OFFSET(bzc_dm_query_resp, length, 8);
+BZC_CHECK_OFFSET(bzc_dm_query_resp, mmap_offset, 16);
+BZC_CHECK_ALIGN(bzc_dm_query_resp);
+
 BZC_CHECK_SIZE(bzc_bulk_caps, 48);
 BZC_CHECK_OFFSET(bzc_bulk_caps, comp_mask, 0);
 BZC_CHECK_OFFSET(bzc_bulk_caps, max_bulk_len, 8);

@@ -138,6 +138,7 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.free_context = bzc_free_context,
 	.free_dm = bzc_free_dm,
 	.get_srq_num = bzc_get_srq_num,
+	.import_dm = bzc_import_dm,
 	.import_mr = bzc_import_mr,
 	.import_pd = bzc_import_pd,
 	.modify_qp = bzc_modify_qp,
@@ -159,6 +160,7 @@ static const struct verbs_context_ops bzc_ctx_ops = {
 	.req_notify_cq = bzc_req_notify_cq,
 	.rereg_mr = bzc_rereg_mr,
 	.resize_cq = bzc_resize_cq,
+	.unimport_dm = bzc_unimport_dm,
 	.unimport_mr = bzc_unimport_mr,
 	.unimport_pd = bzc_unimport_pd,
 };

@@ -506,6 +506,8 @@ struct ibv_mr *bzc_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 struct ibv_dm *bzc_alloc_dm(struct ibv_context *context,
 			    struct ibv_alloc_dm_attr *attr);
 int bzc_free_dm(struct ibv_dm *ibdm);
+struct ibv_dm *bzc_import_dm(struct ibv_context *context, uint32_t dm_handle);
+void bzc_unimport_dm(struct ibv_dm *ibdm);
 struct ibv_mr *bzc_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
 			     uint64_t dm_offset, size_t length,
 			     unsigned int access);

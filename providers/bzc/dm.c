@@ -10,9 +10,17 @@
  * keeps working on hardware.  A DM MR (ibv_reg_dm_mr) is the kernel's
  * business alone and always zero-based.  bzcdv_export_dm() makes a
  * dma-buf of it.
+ *
+ * ibv_import_dm(): a DM that another context on the same ucontext
+ * (ibv_import_device()) allocated.  The kernel says its length and
+ * mmap offset (BZC_METHOD_DM_QUERY) and the import maps the same memory,
+ * so copies, DM MRs and exports work on it as on the original.
+ * ibv_unimport_dm() unmaps it; the DM stays with its owner, who frees
+ * it.  ibv_free_dm() on an imported DM frees the kernel object too.
  */
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -66,10 +74,36 @@ static int bzc_memcpy_from_dm(void *host_addr, struct ibv_dm *ibdm,
 	return 0;
 }
 
+/*
+ * Maps the DM @handle of @context, @length bytes at the uverbs fd's
+ * @mmap_offset, and fills in the verbs part; 0 or an errno value.
+ */
+static int bzc_dm_map(struct bzc_dm *dm, struct ibv_context *context,
+		      uint32_t handle, uint64_t length, uint64_t mmap_offset)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	dm->vdm.handle = handle;
+	dm->vdm.dm.context = context;
+	dm->vdm.dm.handle = handle;
+	/* Checked before rounding up, so the rounding cannot wrap. */
+	if (!length || length > SIZE_MAX - page)
+		return EINVAL;
+	dm->length = length;
+	dm->map_len = (length + page - 1) & ~(page - 1);
+	dm->map = mmap(NULL, dm->map_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       context->cmd_fd, (off_t)mmap_offset);
+	if (dm->map == MAP_FAILED)
+		return errno;
+
+	dm->vdm.dm.memcpy_to_dm = bzc_memcpy_to_dm;
+	dm->vdm.dm.memcpy_from_dm = bzc_memcpy_from_dm;
+	return 0;
+}
+
 struct ibv_dm *bzc_alloc_dm(struct ibv_context *context,
 			    struct ibv_alloc_dm_attr *attr)
 {
-	long page = sysconf(_SC_PAGESIZE);
 	struct ib_uverbs_attr *handle;
 	uint64_t length = attr->length;
 	uint32_t align = attr->log_align_req;
@@ -103,22 +137,13 @@ struct ibv_dm *bzc_alloc_dm(struct ibv_context *context,
 	ret = bzc_cmd_exec(context, &cmd);
 	if (ret)
 		goto err_free;
-	dm->vdm.handle = (uint32_t)handle->data;
-	dm->vdm.dm.context = context;
 
-	dm->length = attr->length;
-	dm->map_len = (attr->length + page - 1) & ~(uint64_t)(page - 1);
-	dm->map = mmap(NULL, dm->map_len, PROT_READ | PROT_WRITE, MAP_SHARED,
-		       context->cmd_fd, (off_t)mmap_offset);
-	if (dm->map == MAP_FAILED) {
-		ret = errno;
+	ret = bzc_dm_map(dm, context, (uint32_t)handle->data, attr->length,
+			 mmap_offset);
+	if (ret) {
 		ibv_cmd_free_dm(&dm->vdm);
 		goto err_free;
 	}
-
-	dm->vdm.dm.memcpy_to_dm = bzc_memcpy_to_dm;
-	dm->vdm.dm.memcpy_from_dm = bzc_memcpy_from_dm;
-	dm->vdm.dm.handle = dm->vdm.handle;
 	return &dm->vdm.dm;
 
 err_free:
@@ -140,6 +165,51 @@ int bzc_free_dm(struct ibv_dm *ibdm)
 	munmap(dm->map, dm->map_len);
 	free(dm);
 	return 0;
+}
+
+/*
+ * ibv_import_dm(): the DM @dm_handle of @context's ucontext.  A handle
+ * that names no object is ENOENT, one that names another kind of object
+ * EINVAL: the kernel's lookup says which.
+ */
+struct ibv_dm *bzc_import_dm(struct ibv_context *context, uint32_t dm_handle)
+{
+	struct bzc_dm_query_resp resp = {};
+	struct bzc_cmd cmd;
+	struct bzc_dm *dm;
+	int ret;
+
+	if (!(to_bctx(context)->caps & BZC_CAP_DM_QUERY)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+
+	dm = calloc(1, sizeof(*dm));
+	if (!dm)
+		return NULL;
+
+	bzc_cmd_init(&cmd, UVERBS_OBJECT_DM, BZC_METHOD_DM_QUERY);
+	bzc_cmd_add_idr(&cmd, BZC_ATTR_DM_QUERY_HANDLE, dm_handle);
+	bzc_cmd_add_ptr_out(&cmd, BZC_ATTR_DM_QUERY_RESP, &resp, sizeof(resp));
+	ret = bzc_cmd_exec(context, &cmd);
+	if (!ret)
+		ret = bzc_dm_map(dm, context, dm_handle, resp.length,
+				 resp.mmap_offset);
+	if (ret) {
+		free(dm);
+		errno = ret;
+		return NULL;
+	}
+	return &dm->vdm.dm;
+}
+
+/* Only this context's view goes; the DM stays allocated for its owner. */
+void bzc_unimport_dm(struct ibv_dm *ibdm)
+{
+	struct bzc_dm *dm = to_bzc_dm(ibdm);
+
+	munmap(dm->map, dm->map_len);
+	free(dm);
 }
 
 struct ibv_mr *bzc_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,

@@ -86,6 +86,7 @@ enum op_id {
 	OP_DM_FREE,
 	OP_DM_COPY,
 	OP_DM_MR,
+	OP_DM_IMPORT,
 	OP_DMABUF_MR,
 	OP_ADVISE_MR,
 	/* Not drawn: what completions and events reported (status, type). */
@@ -136,6 +137,13 @@ struct world {
 	pthread_t drainer;
 	atomic_int drainer_stop;
 	bool drainer_running;
+	/*
+	 * Held by the drainer from reading an event to acking it, and around
+	 * destroying a CQ, QP or SRQ (destroy_evented()): a destroy
+	 * that fails with EIO (the device was removed) frees the object at
+	 * once, without waiting for the acks of the events naming it.
+	 */
+	pthread_mutex_t ev_lock;
 
 	struct ibv_pd *pd[NSLOT];
 	struct ibv_cq *cq[NSLOT];
@@ -164,7 +172,7 @@ struct oplog;
 
 /* Kinds of objects a thread holds (raw ioctls name them by handle). */
 enum obj_kind {
-	A_NONE, A_PD, A_CQ, A_QP, A_SRQ, A_MR, A_MW, A_AH, A_CHAN, A_CMR,
+	A_NONE, A_PD, A_CQ, A_QP, A_SRQ, A_MR, A_MW, A_AH, A_CHAN, A_CMR, A_DM,
 };
 
 struct worker {
@@ -306,6 +314,7 @@ int op_dm_alloc(struct worker *w);
 int op_dm_free(struct worker *w);
 int op_dm_copy(struct worker *w);
 int op_dm_mr(struct worker *w);
+int op_dm_import(struct worker *w);
 int op_dmabuf_mr(struct worker *w);
 int op_advise_mr(struct worker *w);
 /* A raw SQ doorbell (BZC_METHOD_QP_DOORBELL); 0 or errno. */

@@ -95,7 +95,7 @@ static int raw_chan_doorbell(struct ibv_context *ctx, uint32_t handle)
 }
 
 /* What else an attribute of a method carries (after enum obj_kind). */
-enum { A_NEW = A_CMR + 1, A_IN, A_OUT };
+enum { A_NEW = A_DM + 1, A_IN, A_OUT };
 
 struct raw_method {
 	const char *name;
@@ -134,6 +134,9 @@ static const struct raw_method methods[] = {
 	  { { BZC_ATTR_CACHED_MR_RELEASE_HANDLE, A_CMR, 0 } } },
 	{ "qp_doorbell", UVERBS_OBJECT_QP, BZC_METHOD_QP_DOORBELL, A_NONE,
 	  { { BZC_ATTR_QP_DOORBELL_HANDLE, A_QP, 0 } } },
+	{ "dm_query", UVERBS_OBJECT_DM, BZC_METHOD_DM_QUERY, A_NONE,
+	  { { BZC_ATTR_DM_QUERY_HANDLE, A_DM, 0 },
+	    { BZC_ATTR_DM_QUERY_RESP, A_OUT, sizeof(struct bzc_dm_query_resp) } } },
 	/*
 	 * Core destroys behind the provider's back.  A success makes the
 	 * thread forget the object (world_forget()): the provider's struct
@@ -166,7 +169,7 @@ static uint64_t rnd_handle(struct worker *w, int kind)
 	int s;
 
 	if (chance(w, 10))
-		kind = A_PD + (int)rnd_below(w, A_CMR - A_PD + 1);
+		kind = A_PD + (int)rnd_below(w, A_DM - A_PD + 1);
 	if (chance(w, 8))
 		return chance(w, 50) ? rnd_edge(w) : rnd_below(w, 64);
 #define H(arr, expr)                                                   \
@@ -184,6 +187,7 @@ static uint64_t rnd_handle(struct worker *w, int kind)
 	case A_AH: H(ah, wd->ah[s]->handle);
 	case A_CHAN: H(chan, chan_handle(wd->chan[s]));
 	case A_CMR: H(cmr, cmr_handle(wd->cmr[s]));
+	case A_DM: H(dm, wd->dm[s]->handle);
 	default:
 		return 0;
 	}

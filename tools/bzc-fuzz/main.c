@@ -86,6 +86,7 @@ const struct fuzz_op fuzz_ops[OP_COUNT] = {
 	[OP_DM_FREE] = { "dm_free", op_dm_free, 2 },
 	[OP_DM_COPY] = { "dm_copy", op_dm_copy, 3 },
 	[OP_DM_MR] = { "dm_mr", op_dm_mr, 2 },
+	[OP_DM_IMPORT] = { "dm_import", op_dm_import, 2 },
 	[OP_DMABUF_MR] = { "dmabuf_mr", op_dmabuf_mr, 2 },
 	[OP_ADVISE_MR] = { "advise_mr", op_advise_mr, 2 },
 	[OP_CQE_STATUS] = { "(cqe status)", NULL, 0 },

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * bzc-fuzz: device memory (ibv_alloc_dm, ibv_memcpy_{to,from}_dm,
- * ibv_reg_dm_mr), its export as a dma-buf (bzcdv_export_dm) and dma-buf
- * MRs over it (ibv_reg_dmabuf_mr), and ibv_advise_mr on any MR. The MRs
- * go into the world's MR slots, so posts and bulk WRs use them too.
+ * ibv_reg_dm_mr, ibv_import_dm), its export as a dma-buf
+ * (bzcdv_export_dm) and dma-buf MRs over it (ibv_reg_dmabuf_mr), and
+ * ibv_advise_mr on any MR. The MRs go into the world's MR slots, so posts
+ * and bulk WRs use them too.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -119,6 +120,36 @@ int op_dm_mr(struct worker *w)
 	     access);
 	return keep_mr(w, s, ibv_reg_dm_mr(pd, w->wd.dm[d], off, n, access),
 		       0, n);
+}
+
+/*
+ * ibv_import_dm() into the thread's own context (the same ucontext) of
+ * one of its DMs, mostly, else of a handle that names something else or
+ * nothing; a copy through the import, then ibv_unimport_dm().
+ */
+int op_dm_import(struct worker *w)
+{
+	int d = pick_used(w, SLOTS(w->wd.dm)), ret;
+	uint32_t handle;
+	struct ibv_dm *dm;
+	uint64_t off, n;
+
+	if (d < 0 || chance(w, 15))
+		handle = chance(w, 50) ? (uint32_t)rnd_edge(w) :
+					 (uint32_t)rnd_below(w, 64);
+	else
+		handle = w->wd.dm[d]->handle;
+	note(w, "handle %u", handle);
+	dm = ibv_import_dm(w->wd.ctx, handle);
+	if (!dm)
+		return errno;
+	dm_range(w, d >= 0 ? w->wd.dm_len[d] : 64, &off, &n);
+	if (n > ARENA_LEN)
+		n = ARENA_LEN;
+	note(w, "handle %u from 0x%" PRIx64 "+0x%" PRIx64, handle, off, n);
+	ret = ibv_memcpy_from_dm(w->arena, dm, off, n);
+	ibv_unimport_dm(dm);
+	return ret;
 }
 
 /* A dma-buf fd: an exported DM mostly, else something that is not one. */

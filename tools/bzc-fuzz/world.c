@@ -138,6 +138,7 @@ static void *drainer_main(void *arg)
 	while (!atomic_load(&wd->drainer_stop)) {
 		if (poll(pfd, 2, 50) <= 0)
 			continue;
+		pthread_mutex_lock(&wd->ev_lock);
 		if ((pfd[0].revents & POLLIN) &&
 		    !ibv_get_async_event(wd->ctx, &ev)) {
 			count(OP_ASYNC_EVENT, ev.event_type);
@@ -148,10 +149,35 @@ static void *drainer_main(void *arg)
 		if ((pfd[1].revents & POLLIN) &&
 		    !ibv_get_cq_event(wd->ch, &cq, &cq_ctx))
 			ibv_ack_cq_events(cq, 1);
+		pthread_mutex_unlock(&wd->ev_lock);
 		if (pfd[0].revents & (POLLERR | POLLHUP))
 			wd->dead = true;
 	}
 	return NULL;
+}
+
+/*
+ * Destroy a CQ, QP or SRQ (kind A_CQ, A_QP or A_SRQ) under the drainer's
+ * lock (struct world's ev_lock).
+ */
+static int destroy_evented(struct world *wd, int kind, void *obj)
+{
+	int ret;
+
+	pthread_mutex_lock(&wd->ev_lock);
+	switch (kind) {
+	case A_CQ:
+		ret = ibv_destroy_cq(obj);
+		break;
+	case A_QP:
+		ret = ibv_destroy_qp(obj);
+		break;
+	default:
+		ret = ibv_destroy_srq(obj);
+		break;
+	}
+	pthread_mutex_unlock(&wd->ev_lock);
+	return ret;
 }
 
 static void set_nonblock(int fd)
@@ -166,6 +192,7 @@ int world_open(struct worker *w)
 	int n, i, k, start, ret = ENODEV;
 
 	memset(wd, 0, sizeof(*wd));
+	pthread_mutex_init(&wd->ev_lock, NULL);
 	list = ibv_get_device_list(&n);
 	if (!list)
 		return errno ? errno : ENODEV;
@@ -247,6 +274,7 @@ void world_forget(struct worker *w, int kind, uint32_t handle)
 	case A_AH: FORGET(ah, wd->ah[i]->handle); break;
 	case A_CHAN: FORGET(chan, chan_handle(wd->chan[i])); break;
 	case A_CMR: FORGET(cmr, cmr_handle(wd->cmr[i])); break;
+	case A_DM: break;	/* no raw method destroys a DM */
 	}
 #undef FORGET
 	if (!obj)
@@ -285,13 +313,13 @@ void world_close(struct worker *w, bool orderly)
 				wd->chan[i] = NULL;
 			if (wd->mw[i] && !ibv_dealloc_mw(wd->mw[i]))
 				wd->mw[i] = NULL;
-			if (wd->qp[i] && !ibv_destroy_qp(wd->qp[i]))
+			if (wd->qp[i] && !destroy_evented(wd, A_QP, wd->qp[i]))
 				wd->qp[i] = NULL;
 			if (wd->ah[i] && !ibv_destroy_ah(wd->ah[i]))
 				wd->ah[i] = NULL;
 		}
 		for (i = 0; i < NSLOT; i++) {
-			if (wd->srq[i] && !ibv_destroy_srq(wd->srq[i]))
+			if (wd->srq[i] && !destroy_evented(wd, A_SRQ, wd->srq[i]))
 				wd->srq[i] = NULL;
 			if (wd->mr[i] && !ibv_dereg_mr(wd->mr[i]))
 				wd->mr[i] = NULL;
@@ -299,7 +327,7 @@ void world_close(struct worker *w, bool orderly)
 		for (i = 0; i < NSLOT; i++) {
 			if (wd->dm[i] && !ibv_free_dm(wd->dm[i]))
 				wd->dm[i] = NULL;
-			if (wd->cq[i] && !ibv_destroy_cq(wd->cq[i]))
+			if (wd->cq[i] && !destroy_evented(wd, A_CQ, wd->cq[i]))
 				wd->cq[i] = NULL;
 			if (wd->pd[i] && !ibv_dealloc_pd(wd->pd[i]))
 				wd->pd[i] = NULL;
@@ -324,6 +352,7 @@ void world_close(struct worker *w, bool orderly)
 	if (wd->ch && ibv_destroy_comp_channel(wd->ch))
 		close(wd->ch->fd);
 	ibv_close_device(wd->ctx);
+	pthread_mutex_destroy(&wd->ev_lock);
 	/* The provider's structs of abandoned objects leak: a few KiB. */
 	memset(wd, 0, sizeof(*wd));
 }
@@ -422,7 +451,7 @@ int op_cq_destroy(struct worker *w)
 
 	if (s < 0)
 		return NOTHING;
-	ret = ibv_destroy_cq(w->wd.cq[s]);
+	ret = destroy_evented(&w->wd, A_CQ, w->wd.cq[s]);
 	if (!ret)
 		w->wd.cq[s] = NULL;
 	return ret;
@@ -536,7 +565,7 @@ int op_qp_destroy(struct worker *w)
 	if (s < 0)
 		return NOTHING;
 	note(w, "handle %u", w->wd.qp[s]->handle);
-	ret = ibv_destroy_qp(w->wd.qp[s]);
+	ret = destroy_evented(&w->wd, A_QP, w->wd.qp[s]);
 	if (!ret)
 		w->wd.qp[s] = NULL;
 	return ret;
@@ -687,7 +716,7 @@ int op_srq_destroy(struct worker *w)
 
 	if (s < 0)
 		return NOTHING;
-	ret = ibv_destroy_srq(w->wd.srq[s]);
+	ret = destroy_evented(&w->wd, A_SRQ, w->wd.srq[s]);
 	if (!ret)
 		w->wd.srq[s] = NULL;
 	return ret;
