@@ -412,13 +412,33 @@ void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event)
 
 /*
  * SQD: the executor takes no new WQE; the one it may be running finishes
- * under sq_mutex, and then the SQ is drained (the caller raises
- * IB_EVENT_SQ_DRAINED).
+ * under sq_mutex. The SQ is drained once the RC send window is empty too
+ * (IBA 10.3.1: all outstanding messages acknowledged): returns true if it
+ * is now (the caller raises IB_EVENT_SQ_DRAINED), else the worker raises
+ * it when it retires the window's last message (bzc_qp_sq_drained();
+ * the answer that completes it kicks the worker).
  */
-static void bzc_qp_sq_drain(struct bzc_qp *qp)
+static bool bzc_qp_sq_drain(struct bzc_qp *qp)
 {
+	bool now;
+
 	mutex_lock(&qp->sq_mutex);
+	now = !bzc_wire_inflight(qp);
+	qp->sqd_owed = !now;
 	mutex_unlock(&qp->sq_mutex);
+	return now;
+}
+
+/**
+ * bzc_qp_sq_drained() - the window a move to SQD waited for is empty
+ * @qp: the QP; called by its SQ worker without sq_mutex
+ *
+ * Raises IB_EVENT_SQ_DRAINED unless the QP left SQD meanwhile.
+ */
+void bzc_qp_sq_drained(struct bzc_qp *qp)
+{
+	if (READ_ONCE(qp->state) == IB_QPS_SQD)
+		bzc_qp_event(qp, IB_EVENT_SQ_DRAINED);
 }
 
 /* Forget all WQEs: RESET discards both queues without completions. */
@@ -588,8 +608,8 @@ again:
 		} else if (next == IB_QPS_RTS) {
 			bzc_sq_kick(qp);	/* resume after SQD/SQE */
 		} else if (next == IB_QPS_SQD) {
-			bzc_qp_sq_drain(qp);
-			event = IB_EVENT_SQ_DRAINED;
+			if (bzc_qp_sq_drain(qp))
+				event = IB_EVENT_SQ_DRAINED;
 		}
 	}
 	err = 0;

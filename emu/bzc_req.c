@@ -433,11 +433,17 @@ void bzc_sq_work(struct work_struct *work)
 {
 	struct bzc_qp *qp = container_of(to_delayed_work(work), struct bzc_qp,
 					 sq_work);
-	bool more;
+	bool more, drained;
 
 	mutex_lock(&qp->sq_mutex);
 	more = bzc_sq_run(qp, BZC_WORKER_WQES, U64_MAX, true);
+	drained = qp->sqd_owed && !bzc_wire_inflight(qp);
+	if (drained)
+		qp->sqd_owed = false;
 	mutex_unlock(&qp->sq_mutex);
+	/* Not under sq_mutex: an event handler may modify the QP. */
+	if (drained)
+		bzc_qp_sq_drained(qp);
 	if (more)
 		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
 }

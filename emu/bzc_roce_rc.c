@@ -54,7 +54,11 @@
 #define BZC_WIRE_SINK_FAULTS	8
 /* Times a packet the local queue refused is offered again. */
 #define BZC_WIRE_XMIT_TRIES	20
-/* PSN sequence NAKs one message may get before it fails. */
+/*
+ * PSN sequence NAKs the window may get while its oldest unacknowledged
+ * PSN does not move, before the oldest message fails (a round that moves
+ * it starts the count again, as for timeouts).
+ */
 #define BZC_WIRE_SEQ_NAKS	64
 /* timeout 0: no timer (IBA; bzc_wire_arm() arms none); a nominal value. */
 #define BZC_NO_TIMER_POLL	(HZ)
