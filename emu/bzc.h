@@ -363,6 +363,7 @@ struct bzc_qp {
 	u32 max_inline;
 	u8 rnr_left;			/* RNR retries left for the head WQE */
 	bool rnr_waiting;
+	bool sqd_owed;			/* SQ_DRAINED when the window empties */
 	unsigned long rnr_until;	/* jiffies */
 	void *sq_wqe;			/* private copy of the head WQE */
 	u32 tx_psn;			/* the wire's next PSN to send */
@@ -748,6 +749,7 @@ void bzc_mcast_detach_all(struct bzc_qp *qp);
 int bzc_mcast_members(struct bzc_dev *bdev, const union ib_gid *mgid,
 		      struct bzc_qp **qps);
 void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event);
+void bzc_qp_sq_drained(struct bzc_qp *qp);
 void bzc_rq_flush(struct bzc_qp *qp);
 
 /* bzc_srq.c */

@@ -44,6 +44,12 @@ void bzc_comp_answer(const struct bzc_msg *msg,
 		res->defer = true;
 		return;
 	}
+	/* In the send window, or held for room there: no result yet. */
+	if (rr && (rr->posted || rr->wait)) {
+		res->posted = rr->posted;
+		res->wait = rr->wait;
+		return;
+	}
 	if (rr && rr->local_lost) {
 		res->status = IB_WC_LOC_PROT_ERR;
 		return;
@@ -223,6 +229,40 @@ bool bzc_comp_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	if (res->status != IB_WC_SUCCESS)
 		bzc_sq_error(qp);
 	return true;
+}
+
+/**
+ * bzc_comp_retired() - complete a WQE that left the RC send window
+ * @qp: the QP, its sq_mutex held
+ * @wqe: the WQE (the window's copy); its slot was handed back already
+ * @res: its result: IB_WC_WR_FLUSH_ERR when the QP went to ERR before
+ *	 its answer came; an RNR NAK here has used up its retries
+ *
+ * As bzc_comp_wqe() for the head of the SQ, in the same order: the
+ * window retires its messages oldest first (bzc_wire_reap()).
+ */
+void bzc_comp_retired(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+		      struct bzc_result *res)
+{
+	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
+
+	if (res->status == IB_WC_WR_FLUSH_ERR) {
+		bzc_sq_complete(qp, wqe, res->status, 0);
+		return;
+	}
+	if (res->rnr)
+		res->status = IB_WC_RNR_RETRY_EXC_ERR;
+	if (res->status == IB_WC_SUCCESS) {
+		bzc_count(bdev, BZC_CNT_SENT_WQES, 1);
+		bzc_count(bdev, BZC_CNT_SENT_BYTES, res->byte_len);
+	} else {
+		bzc_count(bdev, BZC_CNT_SEND_ERRORS, 1);
+	}
+	if (res->status != IB_WC_SUCCESS ||
+	    (wqe->flags & BZC_WQE_SIGNALED) || qp->sig_all)
+		bzc_sq_complete(qp, wqe, res->status, res->byte_len);
+	if (res->status != IB_WC_SUCCESS)
+		bzc_sq_error(qp);
 }
 
 /**

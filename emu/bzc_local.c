@@ -135,6 +135,12 @@ bool bzc_local_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 		return false;
 	if (!peer.bdev)
 		return bzc_roce_xport.send(qp, msg, may_sleep, res);
+	/* After the messages still on the wire, in order. */
+	if (bzc_wire_inflight(qp)) {
+		ib_device_put(&peer.bdev->ibdev);
+		res->wait = true;
+		return true;
+	}
 	if (!bzc_peer_get(qp, msg, &peer))
 		return false;
 	taken = bzc_resp_execute(peer.qp, msg, &scratch, may_sleep, res);

@@ -13,6 +13,7 @@
 
 #include "bzc.h"
 #include "bzc_compat.h"
+#include "bzc_xport.h"
 
 #define BZC_MIN_QPN	16	/* 0 and 1 are the special QPs */
 #define BZC_MAX_QPN	((1U << 24) - 1)
@@ -269,7 +270,8 @@ int bzc_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	bzc_qp_put(qp);
 	wait_for_completion(&qp->released);
 
-	/* And stop its own send queue for good. */
+	/* And stop its own send queue for good (the timer kicks it). */
+	bzc_wire_stop(qp);
 	cancel_delayed_work_sync(&qp->sq_work);
 	mutex_lock(&qp->sq_mutex);
 	mutex_unlock(&qp->sq_mutex);
@@ -410,13 +412,33 @@ void bzc_qp_error(struct bzc_qp *qp, enum ib_event_type event)
 
 /*
  * SQD: the executor takes no new WQE; the one it may be running finishes
- * under sq_mutex, and then the SQ is drained (the caller raises
- * IB_EVENT_SQ_DRAINED).
+ * under sq_mutex. The SQ is drained once the RC send window is empty too
+ * (IBA 10.3.1: all outstanding messages acknowledged): returns true if it
+ * is now (the caller raises IB_EVENT_SQ_DRAINED), else the worker raises
+ * it when it retires the window's last message (bzc_qp_sq_drained();
+ * the answer that completes it kicks the worker).
  */
-static void bzc_qp_sq_drain(struct bzc_qp *qp)
+static bool bzc_qp_sq_drain(struct bzc_qp *qp)
 {
+	bool now;
+
 	mutex_lock(&qp->sq_mutex);
+	now = !bzc_wire_inflight(qp);
+	qp->sqd_owed = !now;
 	mutex_unlock(&qp->sq_mutex);
+	return now;
+}
+
+/**
+ * bzc_qp_sq_drained() - the window a move to SQD waited for is empty
+ * @qp: the QP; called by its SQ worker without sq_mutex
+ *
+ * Raises IB_EVENT_SQ_DRAINED unless the QP left SQD meanwhile.
+ */
+void bzc_qp_sq_drained(struct bzc_qp *qp)
+{
+	if (READ_ONCE(qp->state) == IB_QPS_SQD)
+		bzc_qp_event(qp, IB_EVENT_SQ_DRAINED);
 }
 
 /* Forget all WQEs: RESET discards both queues without completions. */
@@ -429,6 +451,7 @@ static void bzc_qp_reset(struct bzc_qp *qp)
 	/* Every slot is free again: the kernel reads none of them now. */
 	smp_store_release(&hdr->cons, cpu_to_le32(qp->sq_cons));
 	qp->rnr_waiting = false;
+	bzc_wire_reset(qp);
 	mutex_unlock(&qp->sq_mutex);
 
 	if (!qp->rq.kaddr)
@@ -585,8 +608,8 @@ again:
 		} else if (next == IB_QPS_RTS) {
 			bzc_sq_kick(qp);	/* resume after SQD/SQE */
 		} else if (next == IB_QPS_SQD) {
-			bzc_qp_sq_drain(qp);
-			event = IB_EVENT_SQ_DRAINED;
+			if (bzc_qp_sq_drain(qp))
+				event = IB_EVENT_SQ_DRAINED;
 		}
 	}
 	err = 0;

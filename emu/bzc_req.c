@@ -15,8 +15,12 @@
  * Everything read from a ring is copied into kernel memory first and
  * checked there; the process can change its ring at any time.
  *
- * Ordering: WQEs complete in order, and each has finished, reads and
- * atomics included, before the next starts, so fences hold trivially.
+ * Ordering: WQEs complete in order. RC messages on the wire join the QP's
+ * send window (bzc_roce_rc.c) and complete when their answers come, so
+ * several are in flight; fences, max_rd_atomic and the window's size hold
+ * the next one back there. Everything else (local operations, the local
+ * transport, UC and UD) runs when the window is empty and has finished
+ * before the next WQE starts.
  */
 #include <linux/sched.h>
 #include <rdma/ib_addr.h>
@@ -159,6 +163,7 @@ static bool bzc_msg_build(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	msg->flush_type = 0;
 	msg->flush_level = 0;
 	msg->xrc_srqn = 0;
+	msg->wqe = wqe;
 
 	if (bzc_type_ud(msg->type)) {
 		msg->dqpn = le32_to_cpu(wqe->ud.remote_qpn) & 0xffffff;
@@ -225,6 +230,8 @@ static void bzc_req_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 	res->status = IB_WC_SUCCESS;
 	res->rnr = false;
 	res->defer = false;
+	res->posted = false;
+	res->wait = false;
 
 	if (!bzc_wqe_valid(qp, wqe)) {
 		res->status = IB_WC_LOC_QP_OP_ERR;
@@ -327,6 +334,14 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 		return false;
 	}
 
+	/*
+	 * The RC send window's answers first: its messages complete before
+	 * any WQE after them. Only the worker retires them (it may sleep);
+	 * the doorbell may add messages to the window.
+	 */
+	if (may_sleep && bzc_wire_inflight(qp) && !bzc_wire_reap(qp))
+		return false;	/* an RNR wait: the worker comes back */
+
 	for (; qp->sq_cons != prod; done++) {
 		if (done == max_wqes)
 			return true;
@@ -336,6 +351,13 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 		memcpy(wqe, bzc_wq_slot(&qp->sq, qp->sq_cons, qp->sq_wqe_size),
 		       qp->sq_wqe_size);
 
+		/* Messages in flight are flushed (or complete) first. */
+		if ((state == IB_QPS_ERR || state == IB_QPS_SQE) &&
+		    bzc_wire_inflight(qp)) {
+			if (!may_sleep)
+				return true;
+			bzc_wire_reap(qp);
+		}
 		if (state == IB_QPS_ERR || state == IB_QPS_SQE) {
 			bzc_comp_flush(qp, wqe);
 			continue;
@@ -358,9 +380,26 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 		if (!may_sleep && wqe->opcode == BZC_KWR_REG_MR)
 			return true;
 
+		/*
+		 * Only messages join a send window that holds some; the rest
+		 * waits for its answers (which kick the worker).
+		 */
+		if (bzc_wire_inflight(qp) &&
+		    !bzc_wire_windowed(qp, wqe->opcode))
+			return false;
+
 		bzc_req_wqe(qp, wqe, may_sleep, &res);
 		if (res.defer)
 			return true;	/* the worker runs it again */
+		if (res.wait)
+			return false;	/* the window's answers kick the worker */
+		if (res.posted) {
+			/* In the window: it completes, in order, later. */
+			qp->sq_cons++;
+			if (max_bytes != U64_MAX)
+				max_bytes -= min(max_bytes, res.byte_len);
+			continue;
+		}
 		if (!bzc_comp_wqe(qp, wqe, &res))
 			return false;
 		if (max_bytes != U64_MAX)
@@ -394,11 +433,17 @@ void bzc_sq_work(struct work_struct *work)
 {
 	struct bzc_qp *qp = container_of(to_delayed_work(work), struct bzc_qp,
 					 sq_work);
-	bool more;
+	bool more, drained;
 
 	mutex_lock(&qp->sq_mutex);
 	more = bzc_sq_run(qp, BZC_WORKER_WQES, U64_MAX, true);
+	drained = qp->sqd_owed && !bzc_wire_inflight(qp);
+	if (drained)
+		qp->sqd_owed = false;
 	mutex_unlock(&qp->sq_mutex);
+	/* Not under sq_mutex: an event handler may modify the QP. */
+	if (drained)
+		bzc_qp_sq_drained(qp);
 	if (more)
 		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
 }

@@ -5,12 +5,18 @@
  * side of ACKs, NAKs, READ responses and atomic ACKs, and the responder's
  * per-packet placement with its expected PSN, duplicates and NAKs.
  *
- * The requester sends one message at a time and waits for its answer
- * before the next (the send window is one message): a WQE runs in the
- * QP's worker, which sleeps until the receive worker hands it the answer
- * or the local ACK timeout passes, then goes back to the message's first
- * PSN (go-back-N), at most retry_cnt times. Large messages keep the link
- * busy all the same; small ones pay one round trip each.
+ * The requester keeps a send window (docs/transport.md, section 10): the
+ * QP's worker sends WQEs' messages while the window has room (at most
+ * BZC_WIRE_WINDOW PSNs past the oldest unacknowledged one, max_rd_atomic
+ * READs and atomics, fences) and returns without waiting. The receive
+ * worker marks messages answered as ACKs (one may cover several), NAKs,
+ * READ responses and atomic ACKs come, and kicks the worker, which
+ * retires them oldest first, so CQEs keep WQE order. A retransmit timer
+ * follows the oldest unacknowledged PSN; on its expiry or a PSN sequence
+ * NAK the worker goes back N from there, at most retry_cnt times without
+ * progress; an RNR NAK goes back after the responder's timer. A bulk
+ * request's message (no WQE) waits in place for its answer, alone in the
+ * window.
  *
  * The responder places each packet as it comes, with the checks of
  * bzc_resp.c: the peer, the R_Key over the packet's range (and the whole
@@ -30,6 +36,13 @@
  * a software peer under load answers a long message late.
  */
 #define BZC_MIN_ACK_TIMEOUT	msecs_to_jiffies(200)
+/*
+ * The RC send window: at most this many PSNs from the oldest one not
+ * acknowledged to the last one sent: two 1 MiB messages at path MTU 4096,
+ * so the next starts while the last one's ACKs come back. One message
+ * always goes, whatever its length.
+ */
+#define BZC_WIRE_WINDOW		512
 /* An RC request asks for an ACK at least every this many packets. */
 #define BZC_WIRE_ACK_EVERY	32
 /*
@@ -41,9 +54,13 @@
 #define BZC_WIRE_SINK_FAULTS	8
 /* Times a packet the local queue refused is offered again. */
 #define BZC_WIRE_XMIT_TRIES	20
-/* PSN sequence NAKs one message may get before it fails. */
+/*
+ * PSN sequence NAKs the window may get while its oldest unacknowledged
+ * PSN does not move, before the oldest message fails (a round that moves
+ * it starts the count again, as for timeouts).
+ */
 #define BZC_WIRE_SEQ_NAKS	64
-/* timeout 0: no timer (IBA); the wait still checks the QP this often. */
+/* timeout 0: no timer (IBA; bzc_wire_arm() arms none); a nominal value. */
 #define BZC_NO_TIMER_POLL	(HZ)
 
 /**
@@ -56,6 +73,8 @@ u32 bzc_qp_pmtu(struct bzc_qp *qp)
 {
 	return ib_mtu_enum_to_int(READ_ONCE(qp->path_mtu)) ?: 256;
 }
+
+static void bzc_wire_timer(struct timer_list *t);
 
 /**
  * bzc_wire_alloc() - the wire state of an RC or UC QP
@@ -81,6 +100,9 @@ int bzc_wire_alloc(struct bzc_qp *qp, gfp_t gfp)
 	}
 	spin_lock_init(&w->lock);
 	init_waitqueue_head(&w->wait);
+	INIT_LIST_HEAD(&w->out);
+	timer_setup(&w->timer, bzc_wire_timer, 0);
+	w->qp = qp;
 	w->gen = U32_MAX;
 	qp->wire = w;
 	return 0;
@@ -90,6 +112,8 @@ void bzc_wire_free(struct bzc_qp *qp)
 {
 	if (!qp->wire)
 		return;
+	bzc_wire_stop(qp);
+	bzc_wire_reset(qp);
 	kfree(qp->wire->rqe);
 	kfree(qp->wire->sgl);
 	kfree(qp->wire);
@@ -99,6 +123,33 @@ void bzc_wire_free(struct bzc_qp *qp)
 /*
  * Requester
  */
+
+/*
+ * An RC message in the send window: what it needs to be sent again and
+ * completed, and what its answers did so far. Allocated when it is sent,
+ * freed when it is retired, oldest first.
+ */
+struct bzc_wire_msg {
+	struct list_head link;
+	struct bzc_msg msg;		/* local: &sgl, or the bulk caller's */
+	struct bzc_roce_msg m;		/* the request from its first PSN */
+	struct bzc_av av;
+	u32 first, last;		/* its PSNs (READ: of the responses) */
+	bool rd;			/* READ or atomic: its response ends it */
+	bool done;			/* answered (or failed): retire it */
+	bool local_lost;		/* its own ODP page is gone */
+	bool no_answer;			/* retries used up */
+	u8 syndrome;			/* the answer: ACK or a NAK */
+	u64 orig;			/* atomic: the value before */
+	u32 expect;			/* READ: the next response PSN */
+	struct bzc_cursor sink;		/* READ: into its SGEs */
+	u64 sunk;			/* READ: bytes placed */
+	bool sink_lost;			/* READ: the sink lost an ODP page */
+	u64 placed_at_fault;
+	u32 sink_faults;
+	struct bzc_sgl sgl;		/* a WQE's SGEs, held until retired */
+	u8 wqe[];			/* a WQE's copy, sq_wqe_size bytes */
+};
 
 static unsigned long bzc_ack_timeout(u8 timeout)
 {
@@ -216,181 +267,724 @@ static bool bzc_wire_req_live(struct bzc_qp *qp)
 }
 
 /*
- * Wait for the answer, the QP leaving RTS, or a whole timeout with no
- * progress (an ACK of part of the message, a READ response).
+ * The retransmit timer: a timer_list of the QP's own, not a delay of the
+ * QP's worker (sq_work). The worker does not wait for answers any more:
+ * it sends while the window has room and returns, and answers kick it
+ * (queue_delayed_work(), delay 0); a delay on that same work item would
+ * either be cut short by every kick or hold back a doorbell's work
+ * behind it, and the RNR wait already uses it. The timer only flags the
+ * expiry and kicks; the worker decides under sq_mutex whether it is one
+ * (an ACK may have pushed the deadline since), so nothing here sleeps or
+ * takes a lock in softirq.
  */
-static void bzc_wire_wait(struct bzc_qp *qp, unsigned long tmo, bool no_timer)
+static void bzc_wire_timer(struct timer_list *t)
+{
+	struct bzc_wire *w = from_timer(w, t, timer);
+
+	WRITE_ONCE(w->expired, true);
+	queue_delayed_work(bzc_wq, &w->qp->sq_work, 0);
+	wake_up(&w->wait);
+}
+
+/* Arm the timer for the oldest unacknowledged PSN; under w->lock. */
+static void bzc_wire_arm(struct bzc_qp *qp)
 {
 	struct bzc_wire *w = qp->wire;
-	bool moved;
+	u8 timeout = READ_ONCE(qp->timeout);
 
-	for (;;) {
-		wait_event_timeout(w->wait, READ_ONCE(w->done) ||
-				   READ_ONCE(w->progress) ||
-				   READ_ONCE(w->sink_lost) ||
-				   !bzc_wire_req_live(qp), tmo);
-		spin_lock(&w->lock);
-		moved = w->progress;
-		w->progress = false;
-		spin_unlock(&w->lock);
-		if (READ_ONCE(w->done) || READ_ONCE(w->sink_lost) ||
-		    !bzc_wire_req_live(qp) || (!moved && !no_timer))
-			return;
-	}
+	/* timeout 0: no timer (IBA), the message waits for its answer. */
+	if (w->dead || !timeout || w->rnr_pending)
+		return;
+	w->deadline = jiffies + bzc_ack_timeout(timeout);
+	mod_timer(&w->timer, w->deadline);
+}
+
+/* The message in flight that PSN `psn` belongs to; under w->lock. */
+static struct bzc_wire_msg *bzc_wire_find(struct bzc_wire *w, u32 psn)
+{
+	struct bzc_wire_msg *e;
+
+	list_for_each_entry(e, &w->out, link)
+		if (bzc_psn_diff(psn, e->first) >= 0 &&
+		    bzc_psn_diff(e->last, psn) >= 0)
+			return e;
+	return NULL;
 }
 
 /*
- * An RC message: send it, wait for its answer, go back to the first PSN
- * not acknowledged on a timeout or a PSN sequence NAK. False when no
- * answer came after retry_cnt retries.
+ * An ACK (or an implied one) of every PSN up to `psn`: the SENDs and
+ * WRITEs it covers are answered, READs and atomics wait for their own
+ * responses (IBA 9.7.5.1.1: one ACK may acknowledge several messages).
+ * Under w->lock.
  */
-static bool bzc_wire_rc(struct bzc_qp *qp, const struct bzc_msg *msg,
-			struct bzc_roce_msg *m, u32 pmtu,
-			const struct bzc_roce_dest *d,
-			struct bzc_resp_result *res)
+static void bzc_wire_ack_upto(struct bzc_wire *w, u32 psn)
 {
-	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
-	struct bzc_wire *w = qp->wire;
-	unsigned long tmo = bzc_ack_timeout(READ_ONCE(qp->timeout));
-	bool no_timer = !READ_ONCE(qp->timeout);
-	u32 tries = READ_ONCE(qp->retry_cnt) + 1;
-	u32 naks = BZC_WIRE_SEQ_NAKS;
-	bool reading = msg->opcode == IB_UVERBS_WR_RDMA_READ;
-	struct bzc_roce_msg resp = *m, req;
-	u32 last, from = 0, reached, prev;
-	bool done, sink_lost;
-	struct bzc_cursor at;
-	u64 placed, placed_at_fault = 0;
-	u32 sink_faults = BZC_WIRE_SINK_FAULTS;
+	struct bzc_wire_msg *e;
 
-	resp.response = true;
-	if (reading)
-		last = bzc_psn_add(m->psn, bzc_roce_msg_npkts(&resp, pmtu) - 1);
-	else
-		last = bzc_psn_add(m->psn, bzc_roce_msg_npkts(m, pmtu) - 1);
+	list_for_each_entry(e, &w->out, link) {
+		if (bzc_psn_diff(psn, e->first) < 0)
+			break;
+		if (!e->done && !e->rd && bzc_psn_diff(psn, e->last) >= 0)
+			e->done = true;
+	}
+	if (bzc_psn_diff(psn, w->acked) > 0)
+		w->acked = psn;
+}
+
+/* The message sent last; the window is not empty. */
+static struct bzc_wire_msg *bzc_wire_newest(struct bzc_wire *w)
+{
+	return list_last_entry(&w->out, struct bzc_wire_msg, link);
+}
+
+/* The oldest PSN no answer covers yet; under w->lock. */
+static u32 bzc_wire_una(struct bzc_wire *w)
+{
+	struct bzc_wire_msg *e;
+
+	list_for_each_entry(e, &w->out, link) {
+		if (e->done)
+			continue;
+		if (e->msg.opcode == IB_UVERBS_WR_RDMA_READ)
+			return e->expect;
+		if (!e->rd && bzc_psn_diff(w->acked, e->first) >= 0)
+			return bzc_psn_add(w->acked, 1);
+		return e->first;
+	}
+	return bzc_psn_add(bzc_wire_newest(w)->last, 1);
+}
+
+/*
+ * After answers changed the window (under w->lock): the timer follows the
+ * oldest unacknowledged PSN, and the requester is kicked when the oldest
+ * message can be retired or something needs it.
+ */
+static void bzc_wire_moved(struct bzc_qp *qp, bool event)
+{
+	struct bzc_wire *w = qp->wire;
+	struct bzc_wire_msg *head;
+	u32 una;
+
+	if (list_empty(&w->out))
+		return;
+	una = bzc_wire_una(w);
+	if (una != w->una) {
+		w->una = una;
+		bzc_wire_arm(qp);
+		/* A WQE waits for room in the window: there may be some now. */
+		if (w->room_wait)
+			event = true;
+	}
+	head = list_first_entry(&w->out, struct bzc_wire_msg, link);
+	if (!event && !head->done)
+		return;
+	w->room_wait = false;
+	w->event = true;
+	queue_delayed_work(bzc_wq, &qp->sq_work, 0);
+	wake_up(&w->wait);
+}
+
+/*
+ * Go back N: send again, from PSN `psn`, every message of the window not
+ * answered yet (a READ asks for what it has not received: the responder
+ * answers a READ request at any PSN of the first one, for the VA and
+ * length it names, as IBA's rules for duplicate READ requests have it).
+ * Under sq_mutex. A message whose own ODP page is gone fails locally and
+ * nothing after it is sent.
+ */
+static void bzc_wire_resend(struct bzc_qp *qp, u32 psn)
+{
+	struct bzc_wire *w = qp->wire;
+	struct bzc_wire_msg *e;
+	struct bzc_roce_dest d;
+	struct bzc_roce_msg req;
+	u32 pmtu = bzc_qp_pmtu(qp);
+	bool got = false, done;
+	s32 from;
+	int err;
+
+	bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_RETRANSMITS, 1);
+	list_for_each_entry(e, &w->out, link) {
+		if (bzc_psn_diff(e->last, psn) < 0)
+			continue;
+		spin_lock(&w->lock);
+		done = e->done;
+		req = e->m;
+		if (e->msg.opcode == IB_UVERBS_WR_RDMA_READ) {
+			req.psn = e->expect;
+			req.va += e->sunk;
+			req.len -= e->sunk;
+		}
+		spin_unlock(&w->lock);
+		if (done)
+			continue;
+		if (!got) {
+			if (bzc_roce_dest_for_msg(qp, &e->msg, &d))
+				return;	/* no route now: the timer tries again */
+			got = true;
+		}
+		from = bzc_psn_diff(psn, e->first);
+		if (from < 0 || e->msg.opcode == IB_UVERBS_WR_RDMA_READ)
+			from = 0;
+		err = bzc_wire_req_xmit(qp, &e->msg, &req, pmtu, from, &d,
+					true);
+		if (err == -EFAULT) {
+			spin_lock(&w->lock);
+			e->local_lost = true;
+			e->done = true;
+			w->blocked = true;
+			spin_unlock(&w->lock);
+			break;
+		}
+	}
+	if (got)
+		bzc_roce_dest_put(&d);
+}
+
+/* Fail the oldest message not answered: its retries are used up. */
+static void bzc_wire_give_up(struct bzc_wire *w)
+{
+	struct bzc_wire_msg *e;
+
+	list_for_each_entry(e, &w->out, link) {
+		if (!e->done) {
+			e->done = true;
+			e->no_answer = true;
+			w->blocked = true;
+			return;
+		}
+	}
+}
+
+/* A message leaves the window: its WQE's completion, or a bulk answer. */
+static void bzc_wire_retire(struct bzc_qp *qp, struct bzc_wire_msg *e,
+			    bool flush)
+{
+	struct bzc_wire *w = qp->wire;
+	struct bzc_resp_result rr = {
+		.syndrome = e->syndrome,
+		.atomic_orig = e->orig,
+		.local_lost = e->local_lost,
+	};
+	struct bzc_result res = {
+		.status = IB_WC_SUCCESS,
+		.byte_len = e->msg.local->total,
+	};
+	struct bzc_wq_ring_hdr *hdr = qp->sq.kaddr;
+	bool answered = !e->no_answer && !flush;
 
 	spin_lock(&w->lock);
-	w->opcode = msg->opcode;
-	w->first = m->psn;
-	w->last = last;
-	w->acked = bzc_psn_add(m->psn, -1);
-	w->expect = m->psn;
-	w->sink.sgl = msg->local;
-	w->sink.i = 0;
-	w->sink.pos = 0;
-	w->sunk = 0;
-	w->sink_lost = false;
-	prev = m->psn;
+	list_del(&e->link);
+	w->n_out--;
+	if (e->rd)
+		w->n_rd--;
+	if (e->msg.wqe)
+		w->n_wqes--;
+	if (!w->n_out) {
+		del_timer(&w->timer);
+		w->blocked = false;
+		w->nak_pending = false;
+		w->rnr_pending = false;
+	}
 	spin_unlock(&w->lock);
-	for (;;) {
-		req = *m;
-		spin_lock(&w->lock);
-		w->active = true;
-		w->done = false;
-		w->progress = false;
-		w->rr.syndrome = BZC_AETH_ACK;
-		/*
-		 * A READ asks again for what it has not received: the
-		 * responder answers a READ request at any PSN of the first
-		 * one, for the VA and length it names, as IBA's rules for
-		 * duplicate READ requests have it.
-		 */
-		if (reading) {
-			req.psn = w->expect;
-			req.va += w->sunk;
-			req.len -= w->sunk;
-		}
+	if (!flush && !e->no_answer &&
+	    (e->syndrome & BZC_AETH_TYPE_MASK) == BZC_AETH_ACK)
+		w->rnr_counting = false;
+
+	if (!e->msg.wqe) {
+		/* A bulk message: its caller completes it (bzc_wire_sync()). */
+		w->sync_done = true;
+		w->sync_answered = answered;
+		w->sync_rr = rr;
+		/* An RNR NAK sends the same PSNs again, later. */
+		if (answered &&
+		    (e->syndrome & BZC_AETH_TYPE_MASK) == BZC_AETH_RNR_NAK)
+			qp->tx_psn = e->first;
+		kfree(e);
+		return;
+	}
+	/* The slot was the window's since it was sent: the process's now. */
+	smp_store_release(&hdr->cons,
+			  cpu_to_le32(qp->sq_cons - READ_ONCE(w->n_wqes)));
+	if (flush)
+		res.status = IB_WC_WR_FLUSH_ERR;
+	else
+		bzc_comp_answer(&e->msg, answered ? &rr : NULL, true, &res);
+	bzc_comp_retired(qp, (const struct bzc_send_wqe *)e->wqe, &res);
+	bzc_sgl_put(&e->sgl);
+	kfree(e);
+}
+
+/*
+ * A READ response found a page of the sink's ODP MR gone: fault in what
+ * is left (up to BZC_WIRE_SINK_FAULT bytes, so a fork's copy-on-write
+ * costs one round, not one per page) and ask again from there; no retry
+ * spent. A page that cannot come back (unmapped) fails the WQE locally.
+ */
+static void bzc_wire_sink_refault(struct bzc_qp *qp, struct bzc_wire_msg *e)
+{
+	struct bzc_wire *w = qp->wire;
+	struct bzc_cursor at;
+	u64 placed, ahead;
+	bool lost;
+
+	spin_lock(&w->lock);
+	at = e->sink;
+	placed = e->sunk;
+	e->sink_lost = false;
+	spin_unlock(&w->lock);
+	ahead = min_t(u64, e->msg.local->total - placed, BZC_WIRE_SINK_FAULT);
+	if (placed != e->placed_at_fault)
+		e->sink_faults = BZC_WIRE_SINK_FAULTS;
+	e->placed_at_fault = placed;
+	lost = !--e->sink_faults || bzc_sgl_fault(&at, ahead, true);
+	spin_lock(&w->lock);
+	if (lost) {
+		e->local_lost = true;
+		e->done = true;
+		w->blocked = true;
+	}
+	spin_unlock(&w->lock);
+	if (!lost)
+		bzc_wire_resend(qp, e->expect);
+}
+
+/*
+ * A PSN sequence NAK (go back N now) or an RNR NAK (go back after the
+ * responder's timer, at most rnr_retry times in a row). Under sq_mutex.
+ */
+static void bzc_wire_nak(struct bzc_qp *qp, u8 syndrome, u32 psn)
+{
+	struct bzc_wire *w = qp->wire;
+	struct bzc_wire_msg *e;
+	unsigned long delay;
+	u8 rnr_retry = READ_ONCE(qp->rnr_retry);
+	bool again = false;
+
+	spin_lock(&w->lock);
+	e = bzc_wire_find(w, psn);
+	if (!e || e->done) {
 		spin_unlock(&w->lock);
-
-		/*
-		 * The WQE's own ODP page is gone: it fails locally; what the
-		 * responder has of the message is never completed.
-		 */
-		if (bzc_wire_req_xmit(qp, msg, &req, pmtu, from, d, true) ==
-		    -EFAULT) {
-			spin_lock(&w->lock);
-			w->active = false;
-			spin_unlock(&w->lock);
-			res->local_lost = true;
-			return true;
-		}
-		bzc_wire_wait(qp, tmo, no_timer);
-
-		spin_lock(&w->lock);
-		w->active = false;
-		done = w->done;
-		*res = w->rr;
-		sink_lost = w->sink_lost;
-		w->sink_lost = false;
-		at = w->sink;
-		placed = w->sunk;
-		/* Go back to the first PSN the responder has not acknowledged. */
-		from = bzc_psn_diff(w->acked, m->psn) + 1;
-		if (done && res->syndrome == (BZC_AETH_NAK | BZC_NAK_PSN_SEQ))
-			from = bzc_psn_diff(w->nak_psn, m->psn);
-		reached = reading ? w->expect : bzc_psn_add(w->acked, 1);
-		spin_unlock(&w->lock);
-
-		if (!bzc_wire_req_live(qp))
-			return false;
-		if (done && res->syndrome != (BZC_AETH_NAK | BZC_NAK_PSN_SEQ))
-			break;
-		/*
-		 * A READ response found the sink's ODP page gone: fault in
-		 * what is left (up to BZC_WIRE_SINK_FAULT bytes, so a fork's
-		 * copy-on-write costs one round, not one per page) and ask
-		 * again from there; no retry spent. A page that cannot come
-		 * back (unmapped) fails the WQE locally.
-		 */
-		if (!done && sink_lost) {
-			u64 ahead = min_t(u64, msg->local->total - placed,
-					  BZC_WIRE_SINK_FAULT);
-
-			if (placed != placed_at_fault)
-				sink_faults = BZC_WIRE_SINK_FAULTS;
-			placed_at_fault = placed;
-			if (!--sink_faults || bzc_sgl_fault(&at, ahead, true)) {
-				res->local_lost = true;
-				return true;
-			}
-			continue;
-		}
-		bzc_count(bdev, BZC_CNT_RETRANSMITS, 1);
-		/*
-		 * The retry counts bound retries without progress: a round
-		 * that moved the message on (ACKs, READ responses placed)
-		 * starts them afresh, as an ACK does on hardware, so a long
-		 * message on a slow or lossy path does not fail for its
-		 * length, and a peer that went away still fails in
-		 * retry_cnt + 1 timeouts.
-		 */
-		if (bzc_psn_diff(reached, prev) > 0) {
-			tries = READ_ONCE(qp->retry_cnt) + 1;
-			naks = BZC_WIRE_SEQ_NAKS;
-		}
-		prev = reached;
+		return;
+	}
+	if (w->una != w->una_seen) {
+		w->una_seen = w->una;
+		w->tries = READ_ONCE(qp->retry_cnt) + 1;
+		w->naks = BZC_WIRE_SEQ_NAKS;
+	}
+	if ((syndrome & BZC_AETH_TYPE_MASK) != BZC_AETH_RNR_NAK) {
 		/*
 		 * A NAK is no timeout (IBA 9.7.5.1.5) but is bounded all the
 		 * same: a peer that keeps NAKing cannot hold the QP forever.
 		 */
-		if (done ? !--naks : !--tries)
-			return false;
+		if (!--w->naks)
+			bzc_wire_give_up(w);
+		else
+			again = true;
+		psn = w->una;
+		spin_unlock(&w->lock);
+		if (again)
+			bzc_wire_resend(qp, psn);
+		return;
 	}
-	/* An RNR NAK retries the same PSNs after the responder's timer. */
-	if ((res->syndrome & BZC_AETH_TYPE_MASK) != BZC_AETH_RNR_NAK)
-		qp->tx_psn = bzc_psn_add(last, 1);
+	bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_RNR_NAKS, 1);
+	/* A bulk message retries an RNR NAK itself (bzc_bulk_qp_msg()). */
+	if (!e->msg.wqe) {
+		e->done = true;
+		e->syndrome = syndrome;
+		spin_unlock(&w->lock);
+		return;
+	}
+	if (!w->rnr_counting) {
+		w->rnr_counting = true;
+		w->rnr_left = rnr_retry;
+	}
+	if (rnr_retry != 7 && !w->rnr_left) {	/* 7: retry forever */
+		e->done = true;
+		e->syndrome = syndrome;
+		w->blocked = true;
+		w->rnr_counting = false;
+		spin_unlock(&w->lock);
+		return;
+	}
+	if (rnr_retry != 7)
+		w->rnr_left--;
+	delay = usecs_to_jiffies(bzc_rnr_timer_usecs(syndrome &
+						     BZC_AETH_VALUE_MASK));
+	w->rnr_pending = true;
+	w->rnr_psn = psn;
+	w->rnr_until = jiffies + delay;
+	/* The RNR wait is no timeout: the timer starts again after it. */
+	del_timer(&w->timer);
+	spin_unlock(&w->lock);
+	mod_delayed_work(bzc_wq, &qp->sq_work, delay);
+}
+
+/**
+ * bzc_wire_reap() - the requester's side of the send window's answers
+ * @qp: an RC or UC QP, its sq_mutex held, in a context that may sleep
+ *
+ * Retires the answered messages oldest first (their CQEs in WQE order),
+ * flushes the window when the QP is in ERR, and acts on what the answers
+ * and the timer said: a PSN sequence NAK or a timeout goes back N from
+ * the oldest unacknowledged PSN, an RNR NAK after the responder's timer,
+ * a READ whose sink lost an ODP page faults it in and asks again; a NAK
+ * that fails a message, or retries used up, fail it when it is the
+ * oldest, and the QP goes to ERR (bzc_comp_retired()).
+ *
+ * Return: false when the SQ must not send now (an RNR wait: the worker is
+ * scheduled for its end).
+ */
+bool bzc_wire_reap(struct bzc_qp *qp)
+{
+	struct bzc_wire *w = qp->wire;
+	struct bzc_wire_msg *e, *lost;
+	bool flush, expired = false, nak;
+	u8 syndrome;
+	u32 psn;
+
+	if (!w)
+		return true;
+	for (;;) {
+		if (list_empty(&w->out))
+			return true;
+		flush = READ_ONCE(qp->state) == IB_QPS_ERR ||
+			!refcount_read(&qp->refcnt);
+		e = list_first_entry(&w->out, struct bzc_wire_msg, link);
+		spin_lock(&w->lock);
+		w->event = false;
+		if (flush || e->done) {
+			spin_unlock(&w->lock);
+			bzc_wire_retire(qp, e, flush);
+			continue;
+		}
+		/* A READ's sink lost a page (any READ's: they go in order). */
+		lost = NULL;
+		list_for_each_entry(e, &w->out, link) {
+			if (e->sink_lost) {
+				lost = e;
+				break;
+			}
+		}
+		nak = w->nak_pending;
+		syndrome = w->nak_syndrome;
+		psn = w->nak_psn;
+		w->nak_pending = false;
+		expired |= READ_ONCE(w->expired);
+		WRITE_ONCE(w->expired, false);
+		spin_unlock(&w->lock);
+
+		if (lost) {
+			bzc_wire_sink_refault(qp, lost);
+			continue;
+		}
+		if (nak) {
+			bzc_wire_nak(qp, syndrome, psn);
+			continue;
+		}
+		break;
+	}
+
+	spin_lock(&w->lock);
+	if (w->rnr_pending) {
+		if (time_before(jiffies, w->rnr_until)) {
+			spin_unlock(&w->lock);
+			mod_delayed_work(bzc_wq, &qp->sq_work,
+					 w->rnr_until - jiffies);
+			return false;
+		}
+		w->rnr_pending = false;
+		psn = w->una;
+		bzc_wire_arm(qp);
+		spin_unlock(&w->lock);
+		bzc_wire_resend(qp, psn);
+		return true;
+	}
+	if (!expired || !READ_ONCE(qp->timeout) ||
+	    time_before(jiffies, w->deadline)) {
+		spin_unlock(&w->lock);
+		return true;
+	}
+	/*
+	 * A timeout. The retry count bounds timeouts without progress: a
+	 * round that moved the oldest unacknowledged PSN on (ACKs, READ
+	 * responses placed) starts it afresh, as an ACK does on hardware,
+	 * so a long message on a slow or lossy path does not fail for its
+	 * length, and a peer that went away still fails in retry_cnt + 1
+	 * timeouts.
+	 */
+	if (w->una != w->una_seen) {
+		w->una_seen = w->una;
+		w->tries = READ_ONCE(qp->retry_cnt) + 1;
+		w->naks = BZC_WIRE_SEQ_NAKS;
+	}
+	if (!--w->tries) {
+		bzc_wire_give_up(w);
+		spin_unlock(&w->lock);
+		return bzc_wire_reap(qp);
+	}
+	psn = w->una;
+	bzc_wire_arm(qp);
+	spin_unlock(&w->lock);
+	bzc_wire_resend(qp, psn);
 	return true;
+}
+
+/**
+ * bzc_wire_reset() - forget the send window (the QP went to RESET)
+ * @qp: the QP, its sq_mutex held
+ */
+void bzc_wire_reset(struct bzc_qp *qp)
+{
+	struct bzc_wire *w = qp->wire;
+	struct bzc_wire_msg *e, *tmp;
+
+	if (!w)
+		return;
+	spin_lock(&w->lock);
+	del_timer(&w->timer);
+	list_for_each_entry_safe(e, tmp, &w->out, link) {
+		list_del(&e->link);
+		if (e->msg.wqe)
+			bzc_sgl_put(&e->sgl);
+		kfree(e);
+	}
+	w->n_out = 0;
+	w->n_wqes = 0;
+	w->n_rd = 0;
+	w->blocked = false;
+	w->nak_pending = false;
+	w->rnr_pending = false;
+	w->rnr_counting = false;
+	WRITE_ONCE(w->expired, false);
+	spin_unlock(&w->lock);
+}
+
+/**
+ * bzc_wire_stop() - no retransmit timer any more: the QP is destroyed
+ * @qp: the QP, out of the device's table, before its worker is cancelled
+ */
+void bzc_wire_stop(struct bzc_qp *qp)
+{
+	struct bzc_wire *w = qp->wire;
+
+	if (!w)
+		return;
+	spin_lock(&w->lock);
+	w->dead = true;
+	spin_unlock(&w->lock);
+	del_timer_sync(&w->timer);
+}
+
+/**
+ * bzc_wire_windowed() - may a WQE join a non-empty RC send window?
+ * @qp: the QP
+ * @opcode: the WQE's IB_UVERBS_WR_*
+ *
+ * Messages do; local operations (they complete at once, and CQEs go in
+ * WQE order) and what the wire does not carry wait until it is empty.
+ *
+ * Return: true if it may.
+ */
+bool bzc_wire_windowed(struct bzc_qp *qp, u8 opcode)
+{
+	if (qp->ibqp.qp_type != IB_QPT_RC)
+		return false;
+	switch (opcode) {
+	case IB_UVERBS_WR_SEND:
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+	case IB_UVERBS_WR_SEND_WITH_INV:
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+	case IB_UVERBS_WR_RDMA_READ:
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Put an RC message in the send window and send it. A WQE's message takes
+ * a copy of the WQE and the caller's SGL (left empty); a bulk message's
+ * SGL stays its caller's, who waits for the answer. Returns false (and
+ * sets res->wait) when the window has no room, a fence holds it or the
+ * window holds a message that failed; res->defer when there is no memory
+ * now.
+ */
+static bool bzc_wire_post(struct bzc_qp *qp, const struct bzc_msg *msg,
+			  u32 pmtu, const struct bzc_roce_dest *d,
+			  bool may_sleep, struct bzc_resp_result *res)
+{
+	struct bzc_wire *w = qp->wire;
+	bool rd = msg->opcode == IB_UVERBS_WR_RDMA_READ ||
+		  msg->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+		  msg->opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+	u32 wqe_size = msg->wqe ? qp->sq_wqe_size : 0;
+	struct bzc_wire_msg *e;
+	struct bzc_roce_msg resp;
+	u32 npkts;
+	int err;
+
+	e = kmalloc(struct_size(e, wqe, wqe_size),
+		    may_sleep ? GFP_KERNEL : GFP_ATOMIC);
+	if (!e) {
+		res->defer = true;
+		return false;
+	}
+	memset(e, 0, sizeof(*e));
+	bzc_wire_req_msg(qp, msg, &e->m);
+	if (msg->opcode == IB_UVERBS_WR_RDMA_READ) {
+		resp = e->m;
+		resp.response = true;
+		npkts = bzc_roce_msg_npkts(&resp, pmtu);
+	} else {
+		npkts = bzc_roce_msg_npkts(&e->m, pmtu);
+	}
+	spin_lock(&w->lock);
+	/*
+	 * Room: at most BZC_WIRE_WINDOW PSNs from the oldest unacknowledged
+	 * one (one message always goes, however long), at most max_rd_atomic
+	 * READs and atomics, nothing past a fenced WQE until the READs and
+	 * atomics before it are answered, nothing after a failed message or
+	 * during an RNR wait (the responder waits for the PSN it NAKed).
+	 */
+	if (w->n_out &&
+	    (w->blocked || w->rnr_pending ||
+	     bzc_psn_diff(bzc_psn_add(qp->tx_psn, npkts), w->una) >
+	     BZC_WIRE_WINDOW ||
+	     (rd && w->n_rd >= max_t(u8, READ_ONCE(qp->max_rd_atomic), 1)) ||
+	     (msg->wqe && (msg->wqe->flags & BZC_WQE_FENCE) && w->n_rd))) {
+		w->room_wait = true;
+		spin_unlock(&w->lock);
+		kfree(e);
+		res->wait = true;
+		return false;
+	}
+	spin_unlock(&w->lock);
+
+	e->msg = *msg;
+	e->av = *msg->av;
+	e->msg.av = &e->av;
+	e->first = qp->tx_psn;
+	e->last = bzc_psn_add(e->first, npkts - 1);
+	e->rd = rd;
+	e->syndrome = BZC_AETH_ACK;
+	e->expect = e->first;
+	if (msg->wqe) {
+		memcpy(e->wqe, msg->wqe, wqe_size);
+		e->msg.wqe = (const struct bzc_send_wqe *)e->wqe;
+		/* The SGL's references are the window's now. */
+		e->sgl = *msg->local;
+		bzc_sgl_init(msg->local);
+		/* Inline data: in the WQE's copy. */
+		if (!e->sgl.n && e->sgl.kbuf)
+			e->sgl.kbuf = e->wqe + BZC_SEND_WQE_DATA_OFFSET;
+		e->msg.local = &e->sgl;
+	}
+	e->sink.sgl = e->msg.local;
+	e->sink_faults = BZC_WIRE_SINK_FAULTS;
+	qp->tx_psn = bzc_psn_add(e->last, 1);
+
+	spin_lock(&w->lock);
+	if (!w->n_out) {
+		w->acked = bzc_psn_add(e->first, -1);
+		w->una = e->first;
+		w->una_seen = e->first;
+		w->tries = READ_ONCE(qp->retry_cnt) + 1;
+		w->naks = BZC_WIRE_SEQ_NAKS;
+		bzc_wire_arm(qp);
+	}
+	list_add_tail(&e->link, &w->out);
+	w->n_out++;
+	if (rd)
+		w->n_rd++;
+	if (msg->wqe)
+		w->n_wqes++;
+	spin_unlock(&w->lock);
+
+	/*
+	 * The WQE's own ODP page is gone: it fails locally (when it is the
+	 * oldest); what the responder has of the message is never completed,
+	 * and nothing after it is sent.
+	 */
+	err = bzc_wire_req_xmit(qp, &e->msg, &e->m, pmtu, 0, d, may_sleep);
+	if (err == -EFAULT) {
+		spin_lock(&w->lock);
+		e->local_lost = true;
+		e->done = true;
+		w->blocked = true;
+		bzc_wire_moved(qp, true);
+		spin_unlock(&w->lock);
+	}
+	res->posted = true;
+	return true;
+}
+
+/*
+ * A message without a WQE (a bulk request's, bzc_bulk_qp.c): after the
+ * QP's own messages, alone in the window, answered in place. Sleeps.
+ */
+static bool bzc_wire_sync(struct bzc_qp *qp, const struct bzc_msg *msg,
+			  u32 pmtu, const struct bzc_roce_dest *d,
+			  struct bzc_resp_result *res)
+{
+	struct bzc_wire *w = qp->wire;
+	unsigned long tmo;
+	bool posted = false;
+
+	w->sync_done = false;
+	for (;;) {
+		if (!bzc_wire_reap(qp))
+			tmo = max_t(long, (long)(w->rnr_until - jiffies), 1);
+		else
+			tmo = HZ;
+		if (posted && w->sync_done)
+			break;
+		/* The QP left RTS: no answer (the window flushes in ERR). */
+		if (!bzc_wire_req_live(qp)) {
+			if (posted && !w->sync_done)
+				bzc_wire_retire(qp, bzc_wire_newest(w), true);
+			return false;
+		}
+		if (!posted && !w->n_out) {
+			res->posted = false;
+			res->wait = false;
+			res->defer = false;
+			if (!bzc_wire_post(qp, msg, pmtu, d, true, res)) {
+				if (res->defer)
+					return false;
+				continue;
+			}
+			res->posted = false;
+			posted = true;
+			continue;
+		}
+		wait_event_timeout(w->wait, READ_ONCE(w->event) ||
+				   READ_ONCE(w->expired) ||
+				   !bzc_wire_req_live(qp), tmo);
+	}
+	res->syndrome = w->sync_rr.syndrome;
+	res->atomic_orig = w->sync_rr.atomic_orig;
+	res->local_lost = w->sync_rr.local_lost;
+	return w->sync_answered;
 }
 
 /**
  * bzc_wire_send() - an RC or UC message on the wire
  * @qp: the requester's QP, its sq_mutex held
  * @msg: the message
- * @may_sleep: the caller may sleep; RC needs it (it waits for the answer)
- * @res: the answer (RC), an ACK on entry
+ * @may_sleep: the caller may sleep; a bulk message needs it (a WQE's
+ *	       message is sent from the doorbell syscall too: a packet the
+ *	       local queue refuses there is left to the retransmit timer)
+ * @res: the answer, an ACK on entry. RC: res->posted when a WQE's message
+ *	 joined the send window (it completes later), res->wait when the
+ *	 window has no room for it now; a bulk message (no WQE) is answered
  *
- * Return: true when the message was answered (RC) or sent (UC); false for
- * an RC message nobody answered, a UC message that could not be sent.
+ * Return: true when the message was posted or answered (RC) or sent (UC);
+ * false for an RC message nobody answered, a UC message that could not
+ * be sent.
  */
 bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 		   bool may_sleep, struct bzc_resp_result *res)
@@ -404,10 +998,13 @@ bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 	if (!qp->wire || bzc_roce_dest_for_msg(qp, msg, &d))
 		return false;
 	pmtu = bzc_qp_pmtu(qp);
-	bzc_wire_req_msg(qp, msg, &m);
-	if (msg->type == IB_QPT_RC) {
-		ok = bzc_wire_rc(qp, msg, &m, pmtu, &d, res);
+	if (msg->type == IB_QPT_RC && msg->wqe) {
+		ok = bzc_wire_post(qp, msg, pmtu, &d, may_sleep, res) ||
+		     res->wait || res->defer;
+	} else if (msg->type == IB_QPT_RC) {
+		ok = bzc_wire_sync(qp, msg, pmtu, &d, res);
 	} else {
+		bzc_wire_req_msg(qp, msg, &m);
 		n = bzc_roce_msg_npkts(&m, pmtu);
 		err = bzc_wire_req_xmit(qp, msg, &m, pmtu, 0, &d, may_sleep);
 		ok = !err || err == -EFAULT;
@@ -419,19 +1016,12 @@ bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 }
 
 /*
- * Completer: answers to the requester's message, from the receive worker
+ * Completer: answers to the send window, from the receive worker
  */
 
-static void bzc_wire_answered(struct bzc_wire *w, u8 syndrome)
-{
-	w->rr.syndrome = syndrome;
-	w->done = true;
-	wake_up(&w->wait);
-}
-
 /*
- * An ACK, NAK, READ response or atomic ACK for `qp`'s outstanding message:
- * anything else (late, duplicate, out of order) is dropped; a READ
+ * An ACK, NAK, READ response or atomic ACK for a message in `qp`'s send
+ * window: anything else (late, duplicate, out of order) is dropped; a READ
  * response's payload goes into the WQE's SGEs, in PSN order only.
  */
 static void bzc_wire_comp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
@@ -440,76 +1030,78 @@ static void bzc_wire_comp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
 	struct bzc_wire *w = qp->wire;
 	u8 type = h->syndrome & BZC_AETH_TYPE_MASK;
-	bool reading, in_range;
+	struct bzc_wire_msg *e;
+	bool event = false;
 
 	spin_lock(&w->lock);
-	if (!w->active || w->done)
-		goto drop;
-	reading = w->opcode == IB_UVERBS_WR_RDMA_READ;
-	in_range = bzc_psn_diff(h->psn, w->first) >= 0 &&
-		   bzc_psn_diff(w->last, h->psn) >= 0;
-	if (!in_range)
+	e = bzc_wire_find(w, h->psn);
+	if (!e || e->done)
 		goto drop;
 
-	/* A NAK (or RNR NAK) ends the message whatever it is. */
 	if ((op->hdrs & BZC_HDR_AETH) && type != BZC_AETH_ACK) {
 		bzc_count(bdev, BZC_CNT_NAKS_RCVD, 1);
-		w->nak_psn = h->psn;
-		bzc_wire_answered(w, h->syndrome);
+		/* A NAK acknowledges what came before the PSN it names. */
+		bzc_wire_ack_upto(w, bzc_psn_add(h->psn, -1));
+		if (type == BZC_AETH_RNR_NAK ||
+		    h->syndrome == (BZC_AETH_NAK | BZC_NAK_PSN_SEQ)) {
+			/* One go-back at a time; none during an RNR wait. */
+			if (!w->nak_pending && !w->rnr_pending) {
+				w->nak_pending = true;
+				w->nak_syndrome = h->syndrome;
+				w->nak_psn = h->psn;
+			}
+		} else {
+			/* The message fails, and the QP with it. */
+			e->done = true;
+			e->syndrome = h->syndrome;
+			w->blocked = true;
+		}
+		bzc_wire_moved(qp, true);
 		goto out;
 	}
 	switch (op->kind) {
 	case BZC_KIND_ACK:
-		/* Only the last PSN of a SEND or WRITE completes it. */
-		if (reading || w->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
-		    w->opcode == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD)
-			goto drop;
-		if (bzc_psn_diff(h->psn, w->acked) > 0) {
-			w->acked = h->psn;
-			w->progress = true;
-		}
-		if (h->psn == w->last)
-			bzc_wire_answered(w, BZC_AETH_ACK);
-		else
-			wake_up(&w->wait);
+		bzc_wire_ack_upto(w, h->psn);
 		break;
 	case BZC_KIND_ATOMIC_ACK:
-		if (w->opcode != IB_UVERBS_WR_ATOMIC_CMP_AND_SWP &&
-		    w->opcode != IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD)
+		if (e->msg.opcode != IB_UVERBS_WR_ATOMIC_CMP_AND_SWP &&
+		    e->msg.opcode != IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD)
 			goto drop;
-		w->rr.atomic_orig = h->orig;
-		bzc_wire_answered(w, BZC_AETH_ACK);
+		bzc_wire_ack_upto(w, bzc_psn_add(h->psn, -1));
+		e->orig = h->orig;
+		e->done = true;
 		break;
 	case BZC_KIND_READ_RESP: {
 		struct bzc_sgl pl;
 		struct bzc_cursor pc = { .sgl = &pl }, at;
 
-		if (!reading || h->psn != w->expect ||
-		    w->sunk + h->paylen > w->sink.sgl->total ||
+		if (e->msg.opcode != IB_UVERBS_WR_RDMA_READ ||
+		    h->psn != e->expect ||
+		    e->sunk + h->paylen > e->msg.local->total ||
 		    ((op->flags & BZC_OPF_END) &&
-		     w->sunk + h->paylen != w->sink.sgl->total))
+		     e->sunk + h->paylen != e->msg.local->total))
 			goto drop;
+		/* A READ response acknowledges the requests before the READ. */
+		bzc_wire_ack_upto(w, bzc_psn_add(e->first, -1));
 		bzc_sgl_kbuf(&pl, payload, h->paylen);
-		at = w->sink;
+		at = e->sink;
 		/* No fault here, under w->lock: the requester takes it. */
-		if (bzc_copy(&w->sink, &pc, h->paylen, false)) {
-			w->sink = at;
-			w->sink_lost = true;
-			wake_up(&w->wait);
+		if (bzc_copy(&e->sink, &pc, h->paylen, false)) {
+			e->sink = at;
+			e->sink_lost = true;
+			event = true;
 			break;
 		}
-		w->sunk += h->paylen;
-		w->expect = bzc_psn_add(w->expect, 1);
-		w->progress = true;
+		e->sunk += h->paylen;
+		e->expect = bzc_psn_add(e->expect, 1);
 		if (op->flags & BZC_OPF_END)
-			bzc_wire_answered(w, BZC_AETH_ACK);
-		else if (!(h->psn & 31))
-			wake_up(&w->wait);
+			e->done = true;
 		break;
 	}
 	default:
 		goto drop;
 	}
+	bzc_wire_moved(qp, event);
 out:
 	spin_unlock(&w->lock);
 	return;

@@ -245,8 +245,14 @@ static bool bzc_roce_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 	int err;
 
 	if (!bzc_type_ud(msg->type)) {
-		/* RC waits for its answer: only where it may sleep. */
-		if (msg->type == IB_QPT_RC && !may_sleep) {
+		/*
+		 * A bulk message waits for its answer: only where it may
+		 * sleep. A WQE's joins the send window from a process's
+		 * doorbell syscall too (no round trip through the worker);
+		 * a kernel QP's doorbell may be in atomic context.
+		 */
+		if (msg->type == IB_QPT_RC && !may_sleep &&
+		    (!msg->wqe || bzc_qp_is_kernel(qp))) {
 			res->defer = true;
 			return true;
 		}

@@ -8,6 +8,8 @@
 #ifndef BZC_XPORT_H
 #define BZC_XPORT_H
 
+#include <linux/timer.h>
+
 #include "bzc_roce_hdr.h"
 #include "bzc_sgl.h"
 
@@ -37,6 +39,12 @@ struct bzc_msg {
 	u32 length;			/* FLUSH: the range's bytes */
 	u8 flush_type;			/* FLUSH: enum bzc_flush_type bits */
 	u8 flush_level;			/* FLUSH: enum bzc_flush_level */
+	/*
+	 * The WQE it comes from, or NULL (a bulk message). An RC message on
+	 * the wire with a WQE joins the send window and completes later; one
+	 * without is answered in place.
+	 */
+	const struct bzc_send_wqe *wqe;
 };
 
 /*
@@ -61,6 +69,17 @@ struct bzc_resp_result {
 	 * not sleep. The requester hands the WQE to the QP's worker.
 	 */
 	bool defer;
+	/*
+	 * Not an answer either: the message joined the RC send window, with
+	 * the WQE's copy and its SGL (the caller's SGL is left empty); it
+	 * completes when its answer comes (bzc_wire_reap()).
+	 */
+	bool posted;
+	/*
+	 * Not sent: the send window has no room for it, a fence or an
+	 * ordering rule holds it. Answers to the window kick the worker.
+	 */
+	bool wait;
 };
 
 /*
@@ -83,34 +102,51 @@ struct bzc_resp_scratch {
 				 BZC_MAX_SGE * sizeof(struct bzc_sge))
 
 /*
- * An RC or UC QP's state on the wire (bzc_roce_rc.c). The requester's
- * outstanding message and its answer are under `lock`, shared by the QP's
- * worker and the device's receive worker; the responder's part is the
- * receive worker's alone.
+ * An RC or UC QP's state on the wire (bzc_roce_rc.c).
+ *
+ * The requester's part is the RC send window: the messages sent and not
+ * yet completed, oldest first (struct bzc_wire_msg, private to
+ * bzc_roce_rc.c), and what their answers did. The list changes (a message
+ * posted or retired) only in the requester's context, under sq_mutex and
+ * `lock`; the receive worker marks its messages answered and places READ
+ * responses under `lock`; the retransmit timer only flags and kicks.
+ * The responder's part is the receive worker's alone.
  */
 #define BZC_WIRE_NONE		0xff	/* no message in progress */
 #define BZC_WIRE_ATOMICS	16	/* atomic answers kept for duplicates */
 
 struct bzc_wire {
-	spinlock_t lock;		/* the requester's part, up to rr */
-	wait_queue_head_t wait;
-	bool active;			/* a message waits for its answer */
-	bool done;			/* and got it */
-	bool progress;			/* part of it was answered */
-	u8 opcode;			/* its IB_UVERBS_WR_* */
-	u32 first, last;		/* its PSNs (READ: of the responses) */
-	u32 acked;			/* the last PSN acknowledged */
-	u32 nak_psn;			/* the PSN a NAK named */
-	u32 expect;			/* READ: the next response PSN */
-	struct bzc_cursor sink;		/* READ: into the WQE's SGEs */
-	u64 sunk;			/* READ: bytes placed */
-	/*
-	 * READ: a response found a page of an ODP MR at the sink missing.
-	 * It was dropped; the requester, which owns the SGEs, faults the
-	 * rest in and asks again from there (bzc_wire_rc()).
-	 */
-	bool sink_lost;
-	struct bzc_resp_result rr;	/* the answer */
+	spinlock_t lock;		/* the requester's part, up to sync_rr */
+	wait_queue_head_t wait;		/* a bulk message waiting in place */
+	struct bzc_qp *qp;		/* for the timer */
+	struct timer_list timer;	/* the oldest unacknowledged PSN's */
+	struct list_head out;		/* messages in flight, oldest first */
+	u32 n_out;			/* how many */
+	u32 n_wqes;			/* of them WQEs of the SQ */
+	u32 n_rd;			/* of them READs and atomics */
+	u32 acked;			/* the last PSN an ACK covered */
+	u32 una;			/* the oldest PSN not acknowledged */
+	u32 una_seen;			/* una at the last timeout or NAK */
+	unsigned long deadline;		/* the timer's, while it is armed */
+	u32 tries;			/* timeouts left without progress */
+	u32 naks;			/* PSN sequence NAKs left likewise */
+	bool event;			/* an answer for the requester */
+	bool expired;			/* the timer ran out */
+	bool dead;			/* the QP goes: no timer any more */
+	bool blocked;			/* a message failed locally: send no more */
+	bool room_wait;			/* a WQE waits for room: kick on an ACK */
+	bool nak_pending;		/* a PSN sequence or RNR NAK to act on */
+	u8 nak_syndrome;
+	u32 nak_psn;			/* the PSN it named */
+	bool rnr_pending;		/* go back to rnr_psn at rnr_until */
+	bool rnr_counting;		/* rnr_left counts RNR NAKs in a row */
+	u8 rnr_left;
+	u32 rnr_psn;
+	unsigned long rnr_until;
+	/* A bulk message (no WQE), answered in place: its answer. */
+	bool sync_done;
+	bool sync_answered;
+	struct bzc_resp_result sync_rr;
 
 	u32 gen;			/* bzc_qp.resp_gen taken up */
 	u32 epsn;			/* the PSN expected next */
@@ -136,6 +172,8 @@ struct bzc_wire {
 struct bzc_result {
 	enum ib_wc_status status;	/* for the requester */
 	bool defer;			/* run it again in the worker */
+	bool posted;			/* in the send window: completes later */
+	bool wait;			/* held until the send window has room */
 	u64 byte_len;
 	bool rnr;			/* no receive posted: retry later */
 	u8 rnr_timer;			/* the responder's min_rnr_timer */
@@ -195,6 +233,17 @@ int bzc_wire_alloc(struct bzc_qp *qp, gfp_t gfp);
 void bzc_wire_free(struct bzc_qp *qp);
 bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 		   bool may_sleep, struct bzc_resp_result *res);
+bool bzc_wire_reap(struct bzc_qp *qp);
+void bzc_wire_reset(struct bzc_qp *qp);
+void bzc_wire_stop(struct bzc_qp *qp);
+bool bzc_wire_windowed(struct bzc_qp *qp, u8 opcode);
+
+/* RC messages in the send window (a QP's sq_mutex held, or a snapshot). */
+static inline u32 bzc_wire_inflight(struct bzc_qp *qp)
+{
+	return qp->wire ? READ_ONCE(qp->wire->n_out) : 0;
+}
+
 void bzc_wire_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 		 const struct bzc_roce_ip *ip, const struct bzc_roce_hdrs *h,
 		 const u8 *payload);
@@ -229,6 +278,8 @@ void bzc_comp_answer(const struct bzc_msg *msg,
 bool bzc_comp_wqe(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
 		  struct bzc_result *res);
 void bzc_comp_flush(struct bzc_qp *qp, const struct bzc_send_wqe *wqe);
+void bzc_comp_retired(struct bzc_qp *qp, const struct bzc_send_wqe *wqe,
+		      struct bzc_result *res);
 u32 bzc_rnr_timer_usecs(u8 rnr_timer);
 
 /* bzc_bulk_qp.c: bulk requests as RDMA messages on an RC QP */

@@ -721,7 +721,7 @@ class CachedMr:
 # --------------------------------------------------------------------------
 
 QPT_RC = 2
-QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_ERR = 0, 1, 2, 3, 6
+QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_SQD, QPS_ERR = 0, 1, 2, 3, 4, 6
 MTU_1024 = 3
 WR_RDMA_WRITE = 0
 WR_RDMA_READ = 4
@@ -908,6 +908,13 @@ class RcQp:
         if rc:
             _raise(rc, f'ibv_modify_qp(state {attr.qp_state})')
 
+    def to_state(self, state):
+        """ibv_modify_qp() to @state alone (SQD with en_sqd_async_notify,
+        so the device reports IBV_EVENT_SQ_DRAINED)."""
+        self._modify(IbvQpAttr(qp_state=state,
+                               en_sqd_async_notify=int(state == QPS_SQD)),
+                     QP_STATE)
+
     def state(self):
         a, ia = IbvQpAttr(), IbvQpInitAttr()
         rc = _ibv.ibv_query_qp(self.p, ctypes.byref(a), QP_STATE,
@@ -950,6 +957,20 @@ class RcQp:
                 _raise(rc, 'ibv_destroy_qp')
 
 
+class IbvAsyncEvent(ctypes.Structure):
+    _fields_ = [('element', VP), ('event_type', ctypes.c_int)]
+
+
+assert ctypes.sizeof(IbvAsyncEvent) == 16
+# enum ibv_event_type
+EVENT_SQ_DRAINED = 5
+# struct ibv_context: the device pointer, the 32 pointers of its ops, then
+# cmd_fd and async_fd.
+_CTX_ASYNC_FD = 8 + 32 * 8 + 4
+_ibv.ibv_get_async_event.argtypes = [VP, ctypes.POINTER(IbvAsyncEvent)]
+_ibv.ibv_ack_async_event.argtypes = [ctypes.POINTER(IbvAsyncEvent)]
+
+
 class Ctx:
     """An opened device with a PD and a cleanup list (closed in reverse)."""
 
@@ -975,6 +996,23 @@ class Ctx:
     def track(self, obj):
         self._objs.append(obj)
         return obj
+
+    def async_event(self, timeout):
+        """The next affiliated or unaffiliated event (ibv_get_async_event(),
+        acknowledged) as (event_type, element: the QP/CQ/SRQ pointer or the
+        port number), or None if none comes within @timeout seconds."""
+        import select
+        fd = ctypes.c_int.from_address(self.p + _CTX_ASYNC_FD).value
+        pl = select.poll()
+        pl.register(fd, select.POLLIN)
+        if not pl.poll(int(timeout * 1000)):
+            return None
+        ev = IbvAsyncEvent()
+        if _ibv.ibv_get_async_event(self.p, ctypes.byref(ev)):
+            _errno_raise('ibv_get_async_event')
+        got = (ev.event_type, ev.element)
+        _ibv.ibv_ack_async_event(ctypes.byref(ev))
+        return got
 
     def alloc_pd(self):
         pd = _ibv.ibv_alloc_pd(self.p)

@@ -485,6 +485,43 @@ def test_rc_pingpong_netem(peer, wire):
     print(f'bzc0 under netem: {moved}')
 
 
+@both_peers
+@pytest.mark.parametrize('tool', ['ib_write_bw', 'ib_send_bw'])
+def test_window_under_netem(peer, wire, tool):
+    """A full send window on the faulty link (netem on both ends dropping
+    1 %, reordering 1 % and duplicating 0.5 % of the packets): 64 KiB
+    messages from bzc0, perftest's 128 in flight, so losses and
+    duplicates land in the middle of the window. Go-back-N from the first
+    PSN not acknowledged brings every message through against rxe1's
+    responder and bzc0's: no IBV_WC_RETRY_EXC_ERR (perftest would end with
+    status 12), the client reports the whole run, bzc0 retransmitted."""
+    link = os.environ.get('BZC_NETDEV', 'bzclink0')
+    add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', *th.NETEM]
+    delete = ['tc', 'qdisc', 'del', 'dev', link, 'root']
+    size, iters = 65536, 100
+    port = cr.free_tcp_port()
+    common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-s', str(size),
+              '-n', str(iters), '-p', str(port)]
+    before = h.hw_counters()
+    h.run(add)
+    try:
+        peer.run(add)
+        try:
+            cli, _ = run_either(peer, wire, False, [tool, *common],
+                                [tool, *common, 'SRV_IP'], port)
+        finally:
+            peer.run(delete)
+    finally:
+        h.run(delete)
+    after = h.hw_counters()
+    rows = cr.perftest_rows(cli.out, cr.BW_COLUMNS)
+    assert len(rows) == 1 and rows[0]['bytes'] == size and \
+        rows[0]['iterations'] == iters, cli.out
+    assert after['retransmits'] > before['retransmits'], (before, after)
+    print(f"{tool} 64 KiB x {iters} under netem: "
+          f"{after['retransmits'] - before['retransmits']} retransmissions")
+
+
 @pytest.mark.parametrize('tool', ['ib_read_bw'])
 def test_long_messages_under_loss(peer, wire, tool):
     """2 MiB messages (512 packets of 4 KiB) with netem dropping 2 % of
