@@ -485,23 +485,16 @@ def test_rc_pingpong_netem(peer, wire):
     print(f'bzc0 under netem: {moved}')
 
 
-@both_peers
-@pytest.mark.parametrize('tool', ['ib_write_bw', 'ib_send_bw'])
-def test_window_under_netem(peer, wire, tool):
-    """A full send window on the faulty link (netem on both ends dropping
-    1 %, reordering 1 % and duplicating 0.5 % of the packets): 64 KiB
-    messages from bzc0, perftest's 128 in flight, so losses and
-    duplicates land in the middle of the window. Go-back-N from the first
-    PSN not acknowledged brings every message through against rxe1's
-    responder and bzc0's: no IBV_WC_RETRY_EXC_ERR (perftest would end with
-    status 12), the client reports the whole run, bzc0 retransmitted."""
+def perftest_under_netem(peer, wire, tool, netem, args):
+    """tool (a perftest bandwidth test) with bzc0 the client, under netem
+    `netem` on both ends of the bzc link, then netem removed: (the
+    client's one result row, checked to be there, and the retransmissions
+    bzc0 counted meanwhile). args: perftest options beyond -d/-x/-F/-p."""
     link = os.environ.get('BZC_NETDEV', 'bzclink0')
-    add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', *th.NETEM]
+    add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', *netem]
     delete = ['tc', 'qdisc', 'del', 'dev', link, 'root']
-    size, iters = 65536, 100
     port = cr.free_tcp_port()
-    common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-s', str(size),
-              '-n', str(iters), '-p', str(port)]
+    common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-p', str(port), *args]
     before = h.hw_counters()
     h.run(add)
     try:
@@ -515,11 +508,26 @@ def test_window_under_netem(peer, wire, tool):
         h.run(delete)
     after = h.hw_counters()
     rows = cr.perftest_rows(cli.out, cr.BW_COLUMNS)
-    assert len(rows) == 1 and rows[0]['bytes'] == size and \
-        rows[0]['iterations'] == iters, cli.out
-    assert after['retransmits'] > before['retransmits'], (before, after)
-    print(f"{tool} 64 KiB x {iters} under netem: "
-          f"{after['retransmits'] - before['retransmits']} retransmissions")
+    assert len(rows) == 1, cli.out
+    return rows[0], after['retransmits'] - before['retransmits']
+
+
+@both_peers
+@pytest.mark.parametrize('tool', ['ib_write_bw', 'ib_send_bw'])
+def test_window_under_netem(peer, wire, tool):
+    """A full send window on the faulty link (netem on both ends dropping
+    1 %, reordering 1 % and duplicating 0.5 % of the packets): 64 KiB
+    messages from bzc0, perftest's 128 in flight, so losses and
+    duplicates land in the middle of the window. Go-back-N from the first
+    PSN not acknowledged brings every message through against rxe1's
+    responder and bzc0's: no IBV_WC_RETRY_EXC_ERR (perftest would end with
+    status 12), the client reports the whole run, bzc0 retransmitted."""
+    size, iters = 65536, 100
+    row, resent = perftest_under_netem(peer, wire, tool, th.NETEM,
+                                       ['-s', str(size), '-n', str(iters)])
+    assert row['bytes'] == size and row['iterations'] == iters, row
+    assert resent > 0
+    print(f'{tool} 64 KiB x {iters} under netem: {resent} retransmissions')
 
 
 @pytest.mark.parametrize('tool', ['ib_read_bw'])
@@ -531,32 +539,15 @@ def test_long_messages_under_loss(peer, wire, tool):
     bzc0's requester counts retries without progress against retry_cnt,
     not every retry, so the messages arrive instead of ending in
     IBV_WC_RETRY_EXC_ERR (perftest's status 12)."""
-    link = os.environ.get('BZC_NETDEV', 'bzclink0')
-    add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', 'loss', '2%']
-    delete = ['tc', 'qdisc', 'del', 'dev', link, 'root']
     size, iters = 2 << 20, 5
-    port = cr.free_tcp_port()
     # One message in flight: each is a long go-back-N of its own.
-    common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-s', str(size),
-              '-n', str(iters), '-p', str(port),
-              '-o' if tool == 'ib_read_bw' else '-t', '1']
-    before = h.hw_counters()
-    h.run(add)
-    try:
-        peer.run(add)
-        try:
-            cli, _ = run_either(peer, wire, False, [tool, *common],
-                                [tool, *common, 'SRV_IP'], port)
-        finally:
-            peer.run(delete)
-    finally:
-        h.run(delete)
-    after = h.hw_counters()
-    rows = cr.perftest_rows(cli.out, cr.BW_COLUMNS)
-    assert len(rows) == 1 and rows[0]['bytes'] == size, cli.out
-    assert after['retransmits'] > before['retransmits'], (before, after)
-    print(f"{tool} 2 MiB under 2 % loss: "
-          f"{after['retransmits'] - before['retransmits']} retransmissions")
+    row, resent = perftest_under_netem(
+        peer, wire, tool, ['loss', '2%'],
+        ['-s', str(size), '-n', str(iters),
+         '-o' if tool == 'ib_read_bw' else '-t', '1'])
+    assert row['bytes'] == size, row
+    assert resent > 0
+    print(f'{tool} 2 MiB under 2 % loss: {resent} retransmissions')
 
 
 def test_peer_gone_mid_transfer(peer, wire):
