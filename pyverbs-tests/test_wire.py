@@ -19,6 +19,7 @@ wire counters show the packets went out and came in, so a pass cannot come
 from anywhere but the link.
 """
 
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -455,27 +456,35 @@ def test_hostile_packets_dropped(peer, wire):
     assert after['rx_packets'] - before['rx_packets'] == 4
 
 
+@contextlib.contextmanager
+def netem_both_ends(peer, netem):
+    """netem with arguments `netem` as the root qdisc of the bzc link on
+    this machine and on the peer, for the body of the with-block."""
+    link = os.environ.get('BZC_NETDEV', 'bzclink0')
+    add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', *netem]
+    delete = ['tc', 'qdisc', 'del', 'dev', link, 'root']
+    h.run(add)
+    try:
+        peer.run(add)
+        try:
+            yield
+        finally:
+            peer.run(delete)
+    finally:
+        h.run(delete)
+
+
 def test_rc_pingpong_netem(peer, wire):
     """netem on both ends of the bzc link dropping 1 %, reordering 1 % and
     duplicating 0.5 % of the packets: bzc0's RC retransmits and drops
     duplicates, rxe's too, and ibv_rc_pingpong's data stays intact, every
     SEND completed exactly once (--chk, the iteration counts)."""
-    link = os.environ.get('BZC_NETDEV', 'bzclink0')
-    add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', *th.NETEM]
-    delete = ['tc', 'qdisc', 'del', 'dev', link, 'root']
     size, iters = 16384, 200
     before = h.hw_counters()
-    h.run(add)
-    try:
-        peer.run(add)
-        try:
-            cli, srv = pair(peer, wire, False, ['ibv_rc_pingpong'],
-                            ['-s', str(size), '-n', str(iters), '-m', '1024',
-                             '--chk'])
-        finally:
-            peer.run(delete)
-    finally:
-        h.run(delete)
+    with netem_both_ends(peer, th.NETEM):
+        cli, srv = pair(peer, wire, False, ['ibv_rc_pingpong'],
+                        ['-s', str(size), '-n', str(iters), '-m', '1024',
+                         '--chk'])
     after = h.hw_counters()
     th.check_ok(cli, srv)
     check_pingpong(cli, srv, size, iters)
@@ -490,22 +499,12 @@ def perftest_under_netem(peer, wire, tool, netem, args):
     `netem` on both ends of the bzc link, then netem removed: (the
     client's one result row, checked to be there, and the retransmissions
     bzc0 counted meanwhile). args: perftest options beyond -d/-x/-F/-p."""
-    link = os.environ.get('BZC_NETDEV', 'bzclink0')
-    add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', *netem]
-    delete = ['tc', 'qdisc', 'del', 'dev', link, 'root']
     port = cr.free_tcp_port()
     common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-p', str(port), *args]
     before = h.hw_counters()
-    h.run(add)
-    try:
-        peer.run(add)
-        try:
-            cli, _ = run_either(peer, wire, False, [tool, *common],
-                                [tool, *common, 'SRV_IP'], port)
-        finally:
-            peer.run(delete)
-    finally:
-        h.run(delete)
+    with netem_both_ends(peer, netem):
+        cli, _ = run_either(peer, wire, False, [tool, *common],
+                            [tool, *common, 'SRV_IP'], port)
     after = h.hw_counters()
     rows = cr.perftest_rows(cli.out, cr.BW_COLUMNS)
     assert len(rows) == 1, cli.out
