@@ -591,6 +591,8 @@ void bzc_odp_release(struct bzc_mr *mr);
 int bzc_odp_fault(struct bzc_mr *mr, u64 off, u64 len, bool write,
 		  bool fault);
 struct page *bzc_odp_page(struct bzc_mr *mr, u64 off, bool write);
+unsigned int bzc_odp_pages(struct bzc_mr *mr, u64 off, unsigned int n,
+			   bool write, struct page **pages);
 /* The most a copy moves with the ODP tables locked: invalidations wait. */
 #define BZC_ODP_RUN	(64 * 1024)
 void bzc_odp_lock(void);

@@ -399,13 +399,40 @@ static struct bzc_mr *bzc_span_odp(const struct bzc_span *sp)
 	return sp->mr && sp->mr->odp ? sp->mr : NULL;
 }
 
-/* The page of byte `b` (from the span's first page); ODP: locked, or NULL. */
+/*
+ * Pages of an ODP span looked up ahead for one run of a copy: valid only
+ * while the ODP tables stay locked (bzc_bulk_copy_seg() forgets them,
+ * n = 0, when it unlocks).
+ */
+struct bzc_odp_ahead {
+	const struct bzc_span *sp;
+	u64 first;			/* page index (b >> PAGE_SHIFT) of pages[0] */
+	unsigned int n;
+	struct page *pages[BZC_ODP_RUN / PAGE_SIZE + 1];
+};
+
+/*
+ * The page of byte `b` (from the span's first page); ODP: locked, or NULL.
+ * An ODP span's pages come from one table walk per run (`ahead`).
+ */
 static struct page *bzc_span_page(const struct bzc_span *sp, u64 b,
-				  bool write)
+				  bool write, struct bzc_odp_ahead *ahead)
 {
-	if (bzc_span_odp(sp))
-		return bzc_odp_page(sp->mr, b - sp->mr->page_off, write);
-	return sp->pages[b >> PAGE_SHIFT];
+	u64 pg = b >> PAGE_SHIFT;
+
+	if (!bzc_span_odp(sp))
+		return sp->pages[pg];
+	if (ahead->sp != sp || pg < ahead->first ||
+	    pg >= ahead->first + ahead->n) {
+		ahead->sp = sp;
+		ahead->first = pg;
+		ahead->n = bzc_odp_pages(sp->mr, b - sp->mr->page_off,
+					 ARRAY_SIZE(ahead->pages), write,
+					 ahead->pages);
+		if (!ahead->n)
+			return NULL;
+	}
+	return ahead->pages[pg - ahead->first];
 }
 
 /*
@@ -451,6 +478,7 @@ static enum ib_wc_status bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 	u64 run = 0;
 	u32 i = 0;
 	enum ib_wc_status st;
+	struct bzc_odp_ahead ahead[2] = {}, *la = &ahead[0], *fa = &ahead[1];
 
 	/* Only non-empty local spans exist, and they cover req->len. */
 	while (loff >= req->local[i].len)
@@ -470,13 +498,15 @@ static enum ib_wc_status bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 			locked = true;
 			run = 0;
 		}
-		lpg = bzc_span_page(l, lb, !to_far);
+		lpg = bzc_span_page(l, lb, !to_far, la);
 		if (lpg)
-			fpg = bzc_span_page(&req->far, fb, to_far);
+			fpg = bzc_span_page(&req->far, fb, to_far, fa);
 		if (!fpg) {
 			/* Only an ODP side can be missing: locked. */
 			bzc_odp_unlock();
 			locked = false;
+			la->n = 0;
+			fa->n = 0;
 			st = bzc_bulk_refault(l, lb, &req->far, fb, n, to_far,
 					      !lpg, far_err);
 			if (st != IB_WC_SUCCESS)
@@ -504,6 +534,8 @@ static enum ib_wc_status bzc_bulk_copy_seg(struct bzc_bulk_chan *chan,
 		if (locked && (run >= BZC_ODP_RUN || !left)) {
 			bzc_odp_unlock();
 			locked = false;
+			la->n = 0;
+			fa->n = 0;
 		}
 		if (++pages >= 64 && !locked) {
 			cond_resched();
