@@ -341,6 +341,8 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 	 */
 	if (may_sleep && bzc_wire_inflight(qp) && !bzc_wire_reap(qp))
 		return false;	/* an RNR wait: the worker comes back */
+	/* Packets of the window the local queue could not take yet. */
+	bzc_wire_tx(qp, may_sleep);
 
 	for (; qp->sq_cons != prod; done++) {
 		if (done == max_wqes)

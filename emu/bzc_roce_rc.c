@@ -11,7 +11,10 @@
  * READs and atomics, fences) and returns without waiting. The receive
  * worker marks messages answered as ACKs (one may cover several), NAKs,
  * READ responses and atomic ACKs come, and kicks the worker, which
- * retires them oldest first, so CQEs keep WQE order. A retransmit timer
+ * retires them oldest first, so CQEs keep WQE order. Packets go in PSN
+ * order from snd_nxt (bzc_wire_tx()) while few enough of the QP's wait in
+ * the local qdisc and NIC ring, owned by a socket of the QP's whose
+ * sk_write_space() kicks the worker as they drain. A retransmit timer
  * follows the oldest unacknowledged PSN; on its expiry or a PSN sequence
  * NAK the worker goes back N from there, at most retry_cnt times without
  * progress; an RNR NAK goes back after the responder's timer. A bulk
@@ -27,6 +30,7 @@
 #include <linux/delay.h>
 #include <linux/highmem.h>
 #include <linux/wait.h>
+#include <net/sock.h>
 #include <rdma/ib_addr.h>
 
 #include "bzc_xport.h"
@@ -52,6 +56,22 @@
  */
 #define BZC_WIRE_SINK_FAULT	SZ_64M
 #define BZC_WIRE_SINK_FAULTS	8
+/*
+ * Bytes (skb truesize) of a QP's packets that may wait in the local qdisc
+ * and the NIC's ring before bzc_wire_tx() holds the rest of the window
+ * back; it goes on when they have drained to half of it. A window of 512
+ * packets handed down at once overflows the NIC's ring into the qdisc,
+ * and fq_codel (Debian's default) drops from a queue whose packets wait
+ * longer than 5 ms, after it accepted them: the requester learns of it
+ * from a PSN sequence NAK and goes back over the whole window. 512 KiB is
+ * about 60 packets of 4 KiB: less than a virtio-net ring of 256 holds, and
+ * 0.4 ms at 10 Gb/s. The worker that sends more must be scheduled while
+ * the other half drains: 128 KiB cost a quarter of bzc<->bzc ib_write_bw
+ * in TCG guests, where a kworker's wake-up takes milliseconds.
+ */
+#define BZC_WIRE_TXQ_BYTES	SZ_512K
+/* tx_flags: the window waits for the local queue to drain. */
+#define BZC_WIRE_TX_WAIT	0
 /* Times a packet the local queue refused is offered again. */
 #define BZC_WIRE_XMIT_TRIES	20
 /*
@@ -75,6 +95,71 @@ u32 bzc_qp_pmtu(struct bzc_qp *qp)
 }
 
 static void bzc_wire_timer(struct timer_list *t);
+
+/*
+ * The QP's packets leave the local queues (sock_wfree() calls this after
+ * each, the packet's bytes already uncharged): a window bzc_wire_tx() held
+ * back goes on once they have drained to half of BZC_WIRE_TXQ_BYTES. Runs
+ * in softirq or process context; sk_user_data is cleared, under
+ * sk_callback_lock, before the QP's worker is cancelled.
+ */
+static void bzc_wire_write_space(struct sock *sk)
+{
+	struct bzc_qp *qp;
+
+	if (refcount_read(&sk->sk_wmem_alloc) > BZC_WIRE_TXQ_BYTES / 2)
+		return;
+	read_lock(&sk->sk_callback_lock);
+	qp = sk->sk_user_data;
+	if (qp && test_and_clear_bit(BZC_WIRE_TX_WAIT, &qp->wire->tx_flags)) {
+		WRITE_ONCE(qp->wire->event, true);
+		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
+		wake_up(&qp->wire->wait);
+	}
+	read_unlock(&sk->sk_callback_lock);
+}
+
+/*
+ * The socket that owns the QP's packets below bzc (skb_set_owner_w()), in
+ * the namespace of the device's netdev. It is never bound and sends
+ * nothing itself: its sk_wmem_alloc counts the QP's bytes in the local
+ * queues, and its sk_write_space() tells when they drain.
+ */
+static int bzc_wire_sock_create(struct bzc_qp *qp)
+{
+	struct bzc_wire *w = qp->wire;
+	struct sock *sk;
+	int err;
+
+	err = sock_create_kern(dev_net(to_bdev(qp->ibqp.device)->ndev),
+			       AF_INET, SOCK_DGRAM, IPPROTO_UDP, &w->txsock);
+	if (err)
+		return err;
+	sk = w->txsock->sk;
+	write_lock_bh(&sk->sk_callback_lock);
+	w->old_write_space = sk->sk_write_space;
+	sk->sk_user_data = qp;
+	sk->sk_write_space = bzc_wire_write_space;
+	write_unlock_bh(&sk->sk_callback_lock);
+	return 0;
+}
+
+/*
+ * The QP goes: its packets still queued below (a netem delay may hold them
+ * for long) no longer reach it, and no longer call into this module.
+ */
+static void bzc_wire_sock_detach(struct bzc_wire *w)
+{
+	struct sock *sk;
+
+	if (!w->txsock)
+		return;
+	sk = w->txsock->sk;
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_write_space = w->old_write_space;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
 
 /**
  * bzc_wire_alloc() - the wire state of an RC or UC QP
@@ -105,6 +190,10 @@ int bzc_wire_alloc(struct bzc_qp *qp, gfp_t gfp)
 	w->qp = qp;
 	w->gen = U32_MAX;
 	qp->wire = w;
+	if (bzc_wire_sock_create(qp)) {
+		bzc_wire_free(qp);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -114,6 +203,8 @@ void bzc_wire_free(struct bzc_qp *qp)
 		return;
 	bzc_wire_stop(qp);
 	bzc_wire_reset(qp);
+	if (qp->wire->txsock)
+		sock_release(qp->wire->txsock);
 	kfree(qp->wire->rqe);
 	kfree(qp->wire->sgl);
 	kfree(qp->wire);
@@ -223,12 +314,39 @@ static int bzc_wire_xmit(struct bzc_dev *bdev, const struct bzc_roce_dest *d,
 }
 
 /*
- * Send packets `from` to the end of a request message. Returns 0, or the
- * errno of the first packet that could not go (bzc_wire_xmit()).
+ * May the send window put another packet on the wire, or do too many of
+ * the QP's packets wait in the local queues (BZC_WIRE_TXQ_BYTES)? Then
+ * bzc_wire_write_space() kicks the requester when they have drained.
+ */
+static bool bzc_wire_txq_room(struct bzc_wire *w)
+{
+	struct sock *sk = w->txsock->sk;
+
+	if (refcount_read(&sk->sk_wmem_alloc) < BZC_WIRE_TXQ_BYTES)
+		return true;
+	set_bit(BZC_WIRE_TX_WAIT, &w->tx_flags);
+	/*
+	 * The flag before the second look, as bzc_wire_write_space() uncharges
+	 * before it tests the flag: one of the two sees the other. It may
+	 * have drained before the flag was seen: look again.
+	 */
+	smp_mb__after_atomic();
+	if (refcount_read(&sk->sk_wmem_alloc) > BZC_WIRE_TXQ_BYTES / 2)
+		return false;
+	clear_bit(BZC_WIRE_TX_WAIT, &w->tx_flags);
+	return true;
+}
+
+/*
+ * Send packets `from` to the end of a request message. With `sent` (the
+ * RC send window), stop with -EAGAIN when the local queue holds enough of
+ * the QP's packets, and count the packets sent there. Returns 0, -EAGAIN,
+ * or the errno of the first packet that could not go (bzc_wire_xmit()).
  */
 static int bzc_wire_req_xmit(struct bzc_qp *qp, const struct bzc_msg *msg,
 			     const struct bzc_roce_msg *m, u32 pmtu, u32 from,
-			     const struct bzc_roce_dest *d, bool may_sleep)
+			     const struct bzc_roce_dest *d, bool may_sleep,
+			     u32 *sent)
 {
 	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
 	struct bzc_cursor sc = { .sgl = msg->local };
@@ -243,6 +361,8 @@ static int bzc_wire_req_xmit(struct bzc_qp *qp, const struct bzc_msg *msg,
 	if (from && msg->opcode != IB_UVERBS_WR_RDMA_READ)
 		bzc_cursor_skip(&sc, (u64)from * pmtu);
 	for (i = from; i < n; i++) {
+		if (sent && !bzc_wire_txq_room(qp->wire))
+			return -EAGAIN;
 		err = bzc_roce_msg_hdrs(m, pmtu, i, &h);
 		if (err)
 			return err;
@@ -253,6 +373,8 @@ static int bzc_wire_req_xmit(struct bzc_qp *qp, const struct bzc_msg *msg,
 		err = bzc_wire_xmit(bdev, d, &h, &sc, may_sleep);
 		if (err)
 			return err;
+		if (sent)
+			(*sent)++;
 		if (may_sleep)
 			cond_resched();
 	}
@@ -386,59 +508,16 @@ static void bzc_wire_moved(struct bzc_qp *qp, bool event)
 
 /*
  * Go back N: send again, from PSN `psn`, every message of the window not
- * answered yet (a READ asks for what it has not received: the responder
- * answers a READ request at any PSN of the first one, for the VA and
- * length it names, as IBA's rules for duplicate READ requests have it).
- * Under sq_mutex. A message whose own ODP page is gone fails locally and
- * nothing after it is sent.
+ * answered yet (bzc_wire_tx()). Under sq_mutex, where it may sleep.
  */
 static void bzc_wire_resend(struct bzc_qp *qp, u32 psn)
 {
 	struct bzc_wire *w = qp->wire;
-	struct bzc_wire_msg *e;
-	struct bzc_roce_dest d;
-	struct bzc_roce_msg req;
-	u32 pmtu = bzc_qp_pmtu(qp);
-	bool got = false, done;
-	s32 from;
-	int err;
 
 	bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_RETRANSMITS, 1);
-	list_for_each_entry(e, &w->out, link) {
-		if (bzc_psn_diff(e->last, psn) < 0)
-			continue;
-		spin_lock(&w->lock);
-		done = e->done;
-		req = e->m;
-		if (e->msg.opcode == IB_UVERBS_WR_RDMA_READ) {
-			req.psn = e->expect;
-			req.va += e->sunk;
-			req.len -= e->sunk;
-		}
-		spin_unlock(&w->lock);
-		if (done)
-			continue;
-		if (!got) {
-			if (bzc_roce_dest_for_msg(qp, &e->msg, &d))
-				return;	/* no route now: the timer tries again */
-			got = true;
-		}
-		from = bzc_psn_diff(psn, e->first);
-		if (from < 0 || e->msg.opcode == IB_UVERBS_WR_RDMA_READ)
-			from = 0;
-		err = bzc_wire_req_xmit(qp, &e->msg, &req, pmtu, from, &d,
-					true);
-		if (err == -EFAULT) {
-			spin_lock(&w->lock);
-			e->local_lost = true;
-			e->done = true;
-			w->blocked = true;
-			spin_unlock(&w->lock);
-			break;
-		}
-	}
-	if (got)
-		bzc_roce_dest_put(&d);
+	if (bzc_psn_diff(psn, w->snd_nxt) < 0)
+		w->snd_nxt = psn;
+	bzc_wire_tx(qp, true);
 }
 
 /* Fail the oldest message not answered: its retries are used up. */
@@ -757,6 +836,7 @@ void bzc_wire_reset(struct bzc_qp *qp)
 	w->rnr_pending = false;
 	w->rnr_counting = false;
 	WRITE_ONCE(w->expired, false);
+	clear_bit(BZC_WIRE_TX_WAIT, &w->tx_flags);
 	spin_unlock(&w->lock);
 }
 
@@ -774,6 +854,7 @@ void bzc_wire_stop(struct bzc_qp *qp)
 	w->dead = true;
 	spin_unlock(&w->lock);
 	del_timer_sync(&w->timer);
+	bzc_wire_sock_detach(w);
 }
 
 /**
@@ -805,6 +886,92 @@ bool bzc_wire_windowed(struct bzc_qp *qp, u8 opcode)
 	}
 }
 
+/**
+ * bzc_wire_tx() - put the send window's packets on the wire
+ * @qp: an RC QP, its sq_mutex held
+ * @may_sleep: the caller may sleep (packets allocated with GFP_KERNEL, a
+ *	       payload's ODP page faulted in)
+ *
+ * Sends, in PSN order from w->snd_nxt on, the packets of the messages not
+ * answered yet, while fewer than BZC_WIRE_TXQ_BYTES of the QP's packets
+ * wait in the local queues; the rest goes when they drain
+ * (bzc_wire_write_space() kicks the worker). A READ asks for what it has
+ * not received: the responder answers a READ request at any PSN of the
+ * first one, for the VA and length it names (IBA's rules for duplicate
+ * READ requests). A message whose own ODP page is gone fails locally
+ * (when it is the oldest): what the responder has of it never completes,
+ * and nothing after it is sent. A packet the local queue refused waits
+ * for the next call or the retransmit timer.
+ */
+void bzc_wire_tx(struct bzc_qp *qp, bool may_sleep)
+{
+	struct bzc_wire *w = qp->wire;
+	enum ib_qp_state state = READ_ONCE(qp->state);
+	u32 pmtu = bzc_qp_pmtu(qp);
+	struct bzc_wire_msg *e;
+	struct bzc_roce_dest d;
+	struct bzc_roce_msg req;
+	bool got = false, done, read;
+	u32 from, sent;
+	int err;
+
+	/* An RNR wait holds the window until the responder's timer ends. */
+	if (!w || !w->n_out || READ_ONCE(w->rnr_pending) ||
+	    (state != IB_QPS_RTS && state != IB_QPS_SQD))
+		return;
+	/* ODP pages are faulted in only where that may sleep: the worker. */
+	if (!may_sleep && bzc_odp_active()) {
+		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
+		return;
+	}
+	list_for_each_entry(e, &w->out, link) {
+		if (bzc_psn_diff(e->last, w->snd_nxt) < 0)
+			continue;
+		read = e->msg.opcode == IB_UVERBS_WR_RDMA_READ;
+		spin_lock(&w->lock);
+		done = e->done;
+		req = e->m;
+		if (read) {
+			req.psn = e->expect;
+			req.va += e->sunk;
+			req.len -= e->sunk;
+		}
+		spin_unlock(&w->lock);
+		if (done) {
+			if (e->local_lost)
+				break;
+			w->snd_nxt = bzc_psn_add(e->last, 1);
+			continue;
+		}
+		if (!got) {
+			if (bzc_roce_dest_for_msg(qp, &e->msg, &d))
+				return;	/* no route now: the timer tries again */
+			d.owner = w->txsock->sk;
+			got = true;
+		}
+		from = read ? 0 : max(bzc_psn_diff(w->snd_nxt, e->first), 0);
+		sent = 0;
+		err = bzc_wire_req_xmit(qp, &e->msg, &req, pmtu, from, &d,
+					may_sleep, &sent);
+		if (read)
+			w->snd_nxt = sent ? bzc_psn_add(e->last, 1) : e->first;
+		else
+			w->snd_nxt = bzc_psn_add(e->first, from + sent);
+		if (err == -EFAULT) {
+			spin_lock(&w->lock);
+			e->local_lost = true;
+			e->done = true;
+			w->blocked = true;
+			bzc_wire_moved(qp, true);
+			spin_unlock(&w->lock);
+		}
+		if (err)
+			break;
+	}
+	if (got)
+		bzc_roce_dest_put(&d);
+}
+
 /*
  * Put an RC message in the send window and send it. A WQE's message takes
  * a copy of the WQE and the caller's SGL (left empty); a bulk message's
@@ -814,8 +981,8 @@ bool bzc_wire_windowed(struct bzc_qp *qp, u8 opcode)
  * now.
  */
 static bool bzc_wire_post(struct bzc_qp *qp, const struct bzc_msg *msg,
-			  u32 pmtu, const struct bzc_roce_dest *d,
-			  bool may_sleep, struct bzc_resp_result *res)
+			  u32 pmtu, bool may_sleep,
+			  struct bzc_resp_result *res)
 {
 	struct bzc_wire *w = qp->wire;
 	bool rd = msg->opcode == IB_UVERBS_WR_RDMA_READ ||
@@ -825,7 +992,6 @@ static bool bzc_wire_post(struct bzc_qp *qp, const struct bzc_msg *msg,
 	struct bzc_wire_msg *e;
 	struct bzc_roce_msg resp;
 	u32 npkts;
-	int err;
 
 	e = kmalloc(struct_size(e, wqe, wqe_size),
 		    may_sleep ? GFP_KERNEL : GFP_ATOMIC);
@@ -889,6 +1055,7 @@ static bool bzc_wire_post(struct bzc_qp *qp, const struct bzc_msg *msg,
 
 	spin_lock(&w->lock);
 	if (!w->n_out) {
+		w->snd_nxt = e->first;
 		w->acked = bzc_psn_add(e->first, -1);
 		w->una = e->first;
 		w->una_seen = e->first;
@@ -904,20 +1071,7 @@ static bool bzc_wire_post(struct bzc_qp *qp, const struct bzc_msg *msg,
 		w->n_wqes++;
 	spin_unlock(&w->lock);
 
-	/*
-	 * The WQE's own ODP page is gone: it fails locally (when it is the
-	 * oldest); what the responder has of the message is never completed,
-	 * and nothing after it is sent.
-	 */
-	err = bzc_wire_req_xmit(qp, &e->msg, &e->m, pmtu, 0, d, may_sleep);
-	if (err == -EFAULT) {
-		spin_lock(&w->lock);
-		e->local_lost = true;
-		e->done = true;
-		w->blocked = true;
-		bzc_wire_moved(qp, true);
-		spin_unlock(&w->lock);
-	}
+	bzc_wire_tx(qp, may_sleep);
 	res->posted = true;
 	return true;
 }
@@ -927,8 +1081,7 @@ static bool bzc_wire_post(struct bzc_qp *qp, const struct bzc_msg *msg,
  * QP's own messages, alone in the window, answered in place. Sleeps.
  */
 static bool bzc_wire_sync(struct bzc_qp *qp, const struct bzc_msg *msg,
-			  u32 pmtu, const struct bzc_roce_dest *d,
-			  struct bzc_resp_result *res)
+			  u32 pmtu, struct bzc_resp_result *res)
 {
 	struct bzc_wire *w = qp->wire;
 	unsigned long tmo;
@@ -940,6 +1093,7 @@ static bool bzc_wire_sync(struct bzc_qp *qp, const struct bzc_msg *msg,
 			tmo = max_t(long, (long)(w->rnr_until - jiffies), 1);
 		else
 			tmo = HZ;
+		bzc_wire_tx(qp, true);
 		if (posted && w->sync_done)
 			break;
 		/* The QP left RTS: no answer (the window flushes in ERR). */
@@ -952,7 +1106,7 @@ static bool bzc_wire_sync(struct bzc_qp *qp, const struct bzc_msg *msg,
 			res->posted = false;
 			res->wait = false;
 			res->defer = false;
-			if (!bzc_wire_post(qp, msg, pmtu, d, true, res)) {
+			if (!bzc_wire_post(qp, msg, pmtu, true, res)) {
 				if (res->defer)
 					return false;
 				continue;
@@ -995,22 +1149,26 @@ bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 	bool ok;
 	int err;
 
+	/* No route out of the device's netdev: the message fails now. */
 	if (!qp->wire || bzc_roce_dest_for_msg(qp, msg, &d))
 		return false;
 	pmtu = bzc_qp_pmtu(qp);
-	if (msg->type == IB_QPT_RC && msg->wqe) {
-		ok = bzc_wire_post(qp, msg, pmtu, &d, may_sleep, res) ||
-		     res->wait || res->defer;
-	} else if (msg->type == IB_QPT_RC) {
-		ok = bzc_wire_sync(qp, msg, pmtu, &d, res);
-	} else {
-		bzc_wire_req_msg(qp, msg, &m);
-		n = bzc_roce_msg_npkts(&m, pmtu);
-		err = bzc_wire_req_xmit(qp, msg, &m, pmtu, 0, &d, may_sleep);
-		ok = !err || err == -EFAULT;
-		res->local_lost = err == -EFAULT;
-		qp->tx_psn = bzc_psn_add(qp->tx_psn, n);
+	if (msg->type == IB_QPT_RC) {
+		/* The send window routes its packets itself (bzc_wire_tx()). */
+		bzc_roce_dest_put(&d);
+		if (msg->wqe)
+			return bzc_wire_post(qp, msg, pmtu, may_sleep, res) ||
+			       res->wait || res->defer;
+		return bzc_wire_sync(qp, msg, pmtu, res);
 	}
+	/* UC: no window, nothing to send again. */
+	bzc_wire_req_msg(qp, msg, &m);
+	n = bzc_roce_msg_npkts(&m, pmtu);
+	d.owner = qp->wire->txsock->sk;
+	err = bzc_wire_req_xmit(qp, msg, &m, pmtu, 0, &d, may_sleep, NULL);
+	ok = !err || err == -EFAULT;
+	res->local_lost = err == -EFAULT;
+	qp->tx_psn = bzc_psn_add(qp->tx_psn, n);
 	bzc_roce_dest_put(&d);
 	return ok;
 }

@@ -42,6 +42,7 @@ int bzc_roce_dest_get(struct bzc_dev *bdev, const union ib_gid *sgid,
 	struct net_device *ndev = bdev->ndev;
 	struct net *net = dev_net(ndev);
 
+	d->owner = NULL;
 	memcpy(d->ip.sgid, sgid->raw, sizeof(d->ip.sgid));
 	memcpy(d->ip.dgid, dgid->raw, sizeof(d->ip.dgid));
 	d->v4 = ipv6_addr_v4mapped(d6);
@@ -86,7 +87,8 @@ void bzc_roce_dest_put(struct bzc_roce_dest *d)
 /**
  * bzc_roce_xmit() - send one packet
  * @bdev: the sending device
- * @d: where to (bzc_roce_dest_get())
+ * @d: where to (bzc_roce_dest_get()); @d->owner, when set, is charged for
+ *     the packet until the local qdisc and NIC are done with it
  * @h: its transport headers; @h->paylen bytes of payload follow them
  * @payload: where the payload comes from, advanced past it; NULL when
  *	     @h->paylen is 0
@@ -144,6 +146,8 @@ int bzc_roce_xmit(struct bzc_dev *bdev, const struct bzc_roce_dest *d,
 	skb->protocol = htons(d->v4 ? ETH_P_IP : ETH_P_IPV6);
 	memset(skb->cb, 0, sizeof(skb->cb));	/* IPCB / IP6CB */
 	skb_dst_set(skb, dst_clone(d->dst));
+	if (d->owner)
+		skb_set_owner_w(skb, d->owner);
 	bzc_count(bdev, BZC_CNT_TX_PKTS, 1);
 	bzc_count(bdev, BZC_CNT_TX_BYTES, skb->len);
 	if (d->v4)

@@ -121,6 +121,15 @@ struct bzc_wire {
 	struct bzc_qp *qp;		/* for the timer */
 	struct timer_list timer;	/* the oldest unacknowledged PSN's */
 	struct list_head out;		/* messages in flight, oldest first */
+	u32 snd_nxt;			/* the next PSN to put on the wire */
+	/*
+	 * Owns the QP's packets until the qdisc and the NIC are done with
+	 * them (sk_wmem_alloc counts their bytes): bzc_wire_tx() holds the
+	 * rest of the window back while too many wait there.
+	 */
+	struct socket *txsock;
+	void (*old_write_space)(struct sock *sk);
+	unsigned long tx_flags;		/* BZC_WIRE_TX_* */
 	u32 n_out;			/* how many */
 	u32 n_wqes;			/* of them WQEs of the SQ */
 	u32 n_rd;			/* of them READs and atomics */
@@ -216,6 +225,7 @@ struct bzc_roce_dest {
 	struct bzc_roce_ip ip;
 	struct dst_entry *dst;
 	bool v4;
+	struct sock *owner;		/* charged for the packets, or NULL */
 };
 
 int bzc_roce_dest_get(struct bzc_dev *bdev, const union ib_gid *sgid,
@@ -234,6 +244,7 @@ void bzc_wire_free(struct bzc_qp *qp);
 bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 		   bool may_sleep, struct bzc_resp_result *res);
 bool bzc_wire_reap(struct bzc_qp *qp);
+void bzc_wire_tx(struct bzc_qp *qp, bool may_sleep);
 void bzc_wire_reset(struct bzc_qp *qp);
 void bzc_wire_stop(struct bzc_qp *qp);
 bool bzc_wire_windowed(struct bzc_qp *qp, u8 opcode);

@@ -529,6 +529,35 @@ def test_window_under_netem(peer, wire, tool):
     print(f'{tool} 64 KiB x {iters} under netem: {resent} retransmissions')
 
 
+@both_peers
+@pytest.mark.parametrize('tool', ['ib_send_bw', 'ib_write_bw'])
+def test_window_loses_nothing_locally(peer, wire, tool):
+    """A full send window on the clean link: 256 messages of 64 KiB (16
+    packets each) from bzc0, perftest's 128 in flight, so the 512 PSNs of
+    the window are ready to go at once. bzc0 holds back what its local
+    queue cannot take (BZC_WIRE_TXQ_BYTES), so the guest's default qdisc,
+    fq_codel, keeps no standing queue to drop from: no PSN sequence NAK
+    comes back and every packet leaves once. (Handing the whole window
+    down, bzc0 sent 25416 packets for ib_send_bw's 4096 to rxe1, after
+    fq_codel dropped a few dozen and go-back-N resent the window.)"""
+    size, iters = 65536, 256
+    port = cr.free_tcp_port()
+    common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-p', str(port),
+              '-s', str(size), '-n', str(iters), '-m', '4096']
+    before = h.hw_counters()
+    cli, _ = run_either(peer, wire, False, [tool, *common],
+                        [tool, *common, 'SRV_IP'], port)
+    after = h.hw_counters()
+    d = {k: after[k] - before[k]
+         for k in ('tx_packets', 'naks_received', 'retransmits')}
+    rows = cr.perftest_rows(cli.out, cr.BW_COLUMNS)
+    assert len(rows) == 1 and rows[0]['iterations'] == iters, cli.out
+    pkts = size * iters // 4096
+    assert d['naks_received'] == 0 and d['tx_packets'] >= pkts, \
+        f'{tool}: packets were lost before the wire: {d} for {pkts} packets'
+    print(f'{tool} 64 KiB x {iters} on the clean link: {d}')
+
+
 @pytest.mark.parametrize('tool', ['ib_read_bw'])
 def test_long_messages_under_loss(peer, wire, tool):
     """2 MiB messages (512 packets of 4 KiB) with netem dropping 2 % of
