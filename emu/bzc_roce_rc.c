@@ -924,7 +924,17 @@ void bzc_wire_tx(struct bzc_qp *qp, bool may_sleep)
 		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
 		return;
 	}
-	list_for_each_entry(e, &w->out, link) {
+	/*
+	 * From the message snd_nxt falls in, found from the newest: after a
+	 * post that is the new message, so a full window of short messages
+	 * is not walked from its oldest on every post.
+	 */
+	list_for_each_entry_reverse(e, &w->out, link)
+		if (bzc_psn_diff(w->snd_nxt, e->first) >= 0)
+			break;
+	if (list_entry_is_head(e, &w->out, link))
+		e = list_first_entry(&w->out, struct bzc_wire_msg, link);
+	list_for_each_entry_from(e, &w->out, link) {
 		if (bzc_psn_diff(e->last, w->snd_nxt) < 0)
 			continue;
 		read = e->msg.opcode == IB_UVERBS_WR_RDMA_READ;
