@@ -402,6 +402,15 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 				max_bytes -= min(max_bytes, res.byte_len);
 			continue;
 		}
+		/*
+		 * It ended here (a bad lkey, no route) with messages before
+		 * it still in the window: its CQE must follow theirs, and its
+		 * slot must not be handed back ahead of theirs. It runs again
+		 * once they are retired (their answers kick the worker); what
+		 * failed it had no effect yet.
+		 */
+		if (bzc_wire_inflight(qp))
+			return false;
 		if (!bzc_comp_wqe(qp, wqe, &res))
 			return false;
 		if (max_bytes != U64_MAX)

@@ -75,3 +75,34 @@ def test_sqd_drained_after_window(far_qp):
     assert f.ask('sha', off=0, len=n * size)['sha'] == \
         sha(src.addr, n * size)
     assert not qp.cq.poll(n), 'a WRITE completed twice'
+
+
+def test_local_error_completes_after_window(far_qp):
+    """A WRITE that fails in the requester (an lkey that names no MR)
+    posted behind 1 MiB WRITEs still on the wire: the WRITEs before it
+    complete first, successfully and intact, then it, with
+    IBV_WC_LOC_PROT_ERR; the QP goes to ERR and the WQE after it is
+    flushed. CQEs in WQE order (IBA 10.8.6), each WQE's exactly once."""
+    c, qp, f = far_qp
+    n, size = 4, MIB
+    src = c.buf(n * size)
+    dv.fill(src.addr, n * size, dv.pattern(37))
+    mr = c.mr(src.addr, n * size)
+    for i in range(n):
+        assert qp.post_rdma(i, dv.WR_RDMA_WRITE, src.addr + i * size, size,
+                            mr.lkey, f.info['addr'] + i * size,
+                            f.info['rkey']) == 0
+    bad_lkey = mr.lkey ^ 0x00ffff00
+    assert qp.post_rdma(n, dv.WR_RDMA_WRITE, src.addr, 64, bad_lkey,
+                        f.info['addr'], f.info['rkey']) == 0
+    assert qp.post_rdma(n + 1, dv.WR_RDMA_WRITE, src.addr, 64, mr.lkey,
+                        f.info['addr'], f.info['rkey']) == 0
+    wcs = qp.cq.wait(n + 2, timeout=120)
+    got = [(w.wr_id, w.status) for w in wcs]
+    assert got == [(i, dv.WC_SUCCESS) for i in range(n)] + \
+        [(n, dv.WC_LOC_PROT_ERR), (n + 1, dv.WC_WR_FLUSH_ERR)], \
+        [dv.wc_str(w) for w in wcs]
+    assert f.ask('sha', off=0, len=n * size)['sha'] == \
+        sha(src.addr, n * size)
+    assert qp.state() == dv.QPS_ERR
+    assert not qp.cq.poll(n + 2), 'a WQE completed twice'
