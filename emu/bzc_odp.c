@@ -44,6 +44,9 @@
 /* Pages one hmm_range_fault() call resolves. */
 #define BZC_ODP_FAULT_PAGES	256
 
+/* Times a fault is tried again when invalidations race it. */
+#define BZC_ODP_FAULT_ROUNDS	64
+
 /* A table entry's tag: the page was mapped writable when it was taken. */
 #define BZC_ODP_WRITABLE	1
 
@@ -238,12 +241,18 @@ static bool bzc_odp_present(struct bzc_odp *odp, unsigned long first,
 	return next == first + n;
 }
 
-/* Resolve n pages from user address addr (page aligned) into the table. */
+/*
+ * Resolve n pages from user address addr (page aligned) into the table.
+ * An invalidation between hmm_range_fault() and the store (the fault's
+ * own copy-on-write or zero-page replacement counts) sends it round
+ * again. The bound is on rounds, not on time: on a starved machine each
+ * round is slower, not more contended, and a wall-clock limit there
+ * turned a slow fault into an error completion.
+ */
 static int bzc_odp_fault_pages(struct bzc_odp *odp, struct mm_struct *mm,
 			       unsigned long addr, unsigned long n,
 			       unsigned long *pfns, unsigned long flags)
 {
-	unsigned long timeout;
 	struct hmm_range range = {
 		.notifier = &odp->notifier,
 		.start = addr,
@@ -251,12 +260,12 @@ static int bzc_odp_fault_pages(struct bzc_odp *odp, struct mm_struct *mm,
 		.hmm_pfns = pfns,
 		.default_flags = flags,
 	};
-	int err;
+	unsigned int round;
+	int err = -EBUSY;
 
-	timeout = jiffies + msecs_to_jiffies(HMM_RANGE_DEFAULT_TIMEOUT);
-	for (;;) {
-		if (time_after(jiffies, timeout))
-			return -EBUSY;
+	for (round = 0; round < BZC_ODP_FAULT_ROUNDS; round++) {
+		if (round)
+			cond_resched();
 		range.notifier_seq = mmu_interval_read_begin(&odp->notifier);
 		mmap_read_lock(mm);
 		err = hmm_range_fault(&range);
@@ -269,8 +278,8 @@ static int bzc_odp_fault_pages(struct bzc_odp *odp, struct mm_struct *mm,
 				    range.notifier_seq);
 		if (err != -EAGAIN)
 			return err;
-		cond_resched();
 	}
+	return -EBUSY;
 }
 
 /**
