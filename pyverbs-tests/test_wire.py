@@ -558,6 +558,33 @@ def test_window_loses_nothing_locally(peer, wire, tool):
     print(f'{tool} 64 KiB x {iters} on the clean link: {d}')
 
 
+@both_peers
+def test_read_responses_lose_nothing_locally(peer, wire):
+    """bzc0 answers READs on the clean link: the peer's ib_read_bw reads
+    32 x 1 MiB (256 response packets each) from bzc0 with all the READs
+    its device allows in flight, so thousands of response packets are
+    owed at once. None may be dropped before the wire (the local qdisc
+    and NIC ring, which dropped a window of requests before
+    BZC_WIRE_TXQ_BYTES): the requester never asks again (no duplicate
+    READ request reaches bzc0) and every response packet leaves once.
+    (When it was written it held with responses not paced at all: 8192
+    packets, no duplicate, against rxe1 and bzc0.)"""
+    size, iters = 1 << 20, 32
+    port = cr.free_tcp_port()
+    common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-p', str(port),
+              '-s', str(size), '-n', str(iters), '-m', '4096']
+    before = h.hw_counters()
+    run_either(peer, wire, True, ['ib_read_bw', *common],
+               ['ib_read_bw', *common, 'SRV_IP'], port)
+    after = h.hw_counters()
+    d = {k: after[k] - before[k]
+         for k in ('tx_packets', 'rx_duplicates', 'rx_out_of_sequence')}
+    pkts = size * iters // 4096
+    assert d['rx_duplicates'] == 0 and d['tx_packets'] >= pkts, \
+        f'READ responses were lost before the wire: {d} for {pkts} packets'
+    print(f'ib_read_bw 1 MiB x {iters} served by bzc0: {d}')
+
+
 @pytest.mark.parametrize('tool', ['ib_read_bw'])
 def test_long_messages_under_loss(peer, wire, tool):
     """2 MiB messages (512 packets of 4 KiB) with netem dropping 2 % of
