@@ -190,7 +190,8 @@ int bzc_wire_alloc(struct bzc_qp *qp, gfp_t gfp)
 	w->qp = qp;
 	w->gen = U32_MAX;
 	qp->wire = w;
-	if (bzc_wire_sock_create(qp)) {
+	/* Only the RC send window is held back (UC has nothing to resend). */
+	if (qp->ibqp.qp_type == IB_QPT_RC && bzc_wire_sock_create(qp)) {
 		bzc_wire_free(qp);
 		return -ENOMEM;
 	}
@@ -1174,7 +1175,6 @@ bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 	/* UC: no window, nothing to send again. */
 	bzc_wire_req_msg(qp, msg, &m);
 	n = bzc_roce_msg_npkts(&m, pmtu);
-	d.owner = qp->wire->txsock->sk;
 	err = bzc_wire_req_xmit(qp, msg, &m, pmtu, 0, &d, may_sleep, NULL);
 	ok = !err || err == -EFAULT;
 	res->local_lost = err == -EFAULT;

@@ -123,7 +123,7 @@ struct bzc_wire {
 	struct list_head out;		/* messages in flight, oldest first */
 	u32 snd_nxt;			/* the next PSN to put on the wire */
 	/*
-	 * Owns the QP's packets until the qdisc and the NIC are done with
+	 * RC: owns the QP's packets until the qdisc and the NIC are done with
 	 * them (sk_wmem_alloc counts their bytes): bzc_wire_tx() holds the
 	 * rest of the window back while too many wait there.
 	 */
