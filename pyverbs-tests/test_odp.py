@@ -660,10 +660,13 @@ def _unmap_once_started(post, watch, region, off, n=PAGE, early=None):
     and unmaps long before the copy reaches the end. It sleeps between
     looks, so it does not hold its CPU from a worker queued there.
 
-    The first byte may take long on a loaded host: with two CPU hogs on
-    the host's two cores beside a Debian 13 guest, 4 of 12 runs of the
-    mid-copy tests saw none within 60 s (on 71a6248 as on 65411b0; the
-    cause is not found yet), so the wait is 180 s."""
+    With two CPU hogs on the host's two cores beside a Debian 13 guest,
+    4 of 12 runs of the mid-copy tests once saw no first byte within 60 s
+    (and 180 s), and one ended in IBV_WC_REM_ACCESS_ERR before it: an ODP
+    fault gave up after one second of rounds raced by invalidations. It
+    is bounded by rounds since e68c7d4 (the same load: 0 of 18 failed,
+    none over 8 s; 3 of 18 on the code before), and the wait stays 180 s
+    for a host loaded more than that."""
     byte = C.c_ubyte.from_address(watch)
     old = os.sched_getscheduler(0), os.sched_getparam(0)
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
