@@ -261,7 +261,7 @@ static int bzc_odp_fault_pages(struct bzc_odp *odp, struct mm_struct *mm,
 		.default_flags = flags,
 	};
 	unsigned int round;
-	int err = -EBUSY;
+	int err;
 
 	for (round = 0; round < BZC_ODP_FAULT_ROUNDS; round++) {
 		if (round)
