@@ -529,6 +529,20 @@ def test_window_under_netem(peer, wire, tool):
     print(f'{tool} 64 KiB x {iters} under netem: {resent} retransmissions')
 
 
+def perftest_counted(peer, wire, tool, bzc_serves, size, iters, counters):
+    """tool (a perftest bandwidth test), iters messages of size bytes on
+    the clean link at path MTU 4096, bzc0 serving or not: (the client's
+    result, how much each of bzc0's `counters` grew over the run)."""
+    port = cr.free_tcp_port()
+    common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-p', str(port),
+              '-s', str(size), '-n', str(iters), '-m', '4096']
+    before = h.hw_counters()
+    cli, _ = run_either(peer, wire, bzc_serves, [tool, *common],
+                        [tool, *common, 'SRV_IP'], port)
+    after = h.hw_counters()
+    return cli, {k: after[k] - before[k] for k in counters}
+
+
 @both_peers
 @pytest.mark.parametrize('tool', ['ib_send_bw', 'ib_write_bw'])
 def test_window_loses_nothing_locally(peer, wire, tool):
@@ -541,15 +555,8 @@ def test_window_loses_nothing_locally(peer, wire, tool):
     down, bzc0 sent 25416 packets for ib_send_bw's 4096 to rxe1, after
     fq_codel dropped a few dozen and go-back-N resent the window.)"""
     size, iters = 65536, 256
-    port = cr.free_tcp_port()
-    common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-p', str(port),
-              '-s', str(size), '-n', str(iters), '-m', '4096']
-    before = h.hw_counters()
-    cli, _ = run_either(peer, wire, False, [tool, *common],
-                        [tool, *common, 'SRV_IP'], port)
-    after = h.hw_counters()
-    d = {k: after[k] - before[k]
-         for k in ('tx_packets', 'naks_received', 'retransmits')}
+    cli, d = perftest_counted(peer, wire, tool, False, size, iters,
+                              ('tx_packets', 'naks_received', 'retransmits'))
     rows = cr.perftest_rows(cli.out, cr.BW_COLUMNS)
     assert len(rows) == 1 and rows[0]['iterations'] == iters, cli.out
     pkts = size * iters // 4096
@@ -570,15 +577,9 @@ def test_read_responses_lose_nothing_locally(peer, wire):
     (When it was written it held with responses not paced at all: 8192
     packets, no duplicate, against rxe1 and bzc0.)"""
     size, iters = 1 << 20, 32
-    port = cr.free_tcp_port()
-    common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-p', str(port),
-              '-s', str(size), '-n', str(iters), '-m', '4096']
-    before = h.hw_counters()
-    run_either(peer, wire, True, ['ib_read_bw', *common],
-               ['ib_read_bw', *common, 'SRV_IP'], port)
-    after = h.hw_counters()
-    d = {k: after[k] - before[k]
-         for k in ('tx_packets', 'rx_duplicates', 'rx_out_of_sequence')}
+    _, d = perftest_counted(peer, wire, 'ib_read_bw', True, size, iters,
+                            ('tx_packets', 'rx_duplicates',
+                             'rx_out_of_sequence'))
     pkts = size * iters // 4096
     assert d['rx_duplicates'] == 0 and d['tx_packets'] >= pkts, \
         f'READ responses were lost before the wire: {d} for {pkts} packets'
