@@ -266,6 +266,9 @@ struct bzc_odp {
 	struct mmu_interval_notifier notifier;
 	struct bzc_dev *bdev;		/* the MR's device: its counters */
 	struct xarray pages;
+	/* Entries in pages, and of them writable: xarray locked to change. */
+	unsigned long present;
+	unsigned long writable;
 	u64 uaddr;			/* user address of the MR's first byte */
 	unsigned long start;		/* the range watched, page aligned */
 	unsigned long end;
