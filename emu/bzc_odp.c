@@ -428,14 +428,24 @@ unsigned int bzc_odp_pages(struct bzc_mr *mr, u64 off, unsigned int n,
 	unsigned int got = 0;
 	void *entry;
 
+	/*
+	 * Slot by slot with xas_next(), which stays in the leaf node: the
+	 * pages of a run are neighbours, and a search (xas_find()) per
+	 * entry cost a tenth of a warm copy's time in a TCG guest.
+	 */
 	rcu_read_lock();
-	xas_for_each(&xas, entry, first + n - 1) {
-		if (xas_retry(&xas, entry))
+	entry = xas_load(&xas);
+	while (got < n) {
+		if (xas_retry(&xas, entry)) {
+			entry = xas_load(&xas);
 			continue;
-		if (xas.xa_index != first + got ||
+		}
+		if (!entry ||
 		    (write && xa_pointer_tag(entry) != BZC_ODP_WRITABLE))
 			break;
 		pages[got++] = xa_untag_pointer(entry);
+		if (got < n)
+			entry = xas_next(&xas);
 	}
 	rcu_read_unlock();
 	return got;
