@@ -33,6 +33,11 @@
 #define BZC_DEFAULT_PKEY 0xffff
 #define BZC_MAX_MR SZ_256K		/* largest key table: MRs and windows */
 #define BZC_MAX_SGE 32
+/*
+ * Pages a received packet's payload (at most 4096 bytes) may span in its
+ * skb: each of at most BZC_MAX_SGE pieces two more than its bytes fill.
+ */
+#define BZC_RX_PAGES (2 * BZC_MAX_SGE + 2)
 #define BZC_MAX_MSG_SZ SZ_2G
 /* Pages one fast-register MR maps (max_fast_reg_page_list_len). */
 #define BZC_MAX_FR_PAGES 512
@@ -132,11 +137,15 @@ struct bzc_dev {
 	 * rx_handler took for this device, at most BZC_RXQ_MAX, wait in rxq
 	 * for rx_work, which runs the responder with rx_scratch. rx_attached
 	 * (changed under RTNL) says the handler is registered and ndev held.
+	 * rx_payload is the packet's payload as an SGL over the skb's pages
+	 * (rx_pages, BZC_RX_PAGES of them), copied from there once.
 	 */
 	struct sk_buff_head rxq;
 	struct work_struct rx_work;
 	struct bzc_sgl *rx_sgl;
 	void *rx_rqe;
+	struct bzc_sgl *rx_payload;
+	struct page **rx_pages;
 	bool rx_attached;
 };
 

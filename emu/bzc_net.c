@@ -104,7 +104,10 @@ int bzc_net_init(struct bzc_dev *bdev)
 	INIT_WORK(&bdev->rx_work, bzc_rx_work);
 	bdev->rx_sgl = kzalloc(sizeof(*bdev->rx_sgl), GFP_KERNEL);
 	bdev->rx_rqe = kzalloc(BZC_RESP_RQE_BYTES, GFP_KERNEL);
-	if (bdev->rx_sgl && bdev->rx_rqe)
+	bdev->rx_payload = kzalloc(sizeof(*bdev->rx_payload), GFP_KERNEL);
+	bdev->rx_pages = kcalloc(BZC_RX_PAGES, sizeof(*bdev->rx_pages),
+				 GFP_KERNEL);
+	if (bdev->rx_sgl && bdev->rx_rqe && bdev->rx_payload && bdev->rx_pages)
 		return 0;
 	bzc_net_cleanup(bdev);
 	return -ENOMEM;
@@ -184,6 +187,10 @@ void bzc_net_cleanup(struct bzc_dev *bdev)
 	skb_queue_purge(&bdev->rxq);
 	kfree(bdev->rx_sgl);
 	kfree(bdev->rx_rqe);
+	kfree(bdev->rx_payload);
+	kfree(bdev->rx_pages);
 	bdev->rx_sgl = NULL;
 	bdev->rx_rqe = NULL;
+	bdev->rx_payload = NULL;
+	bdev->rx_pages = NULL;
 }

@@ -1193,7 +1193,7 @@ bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
  * response's payload goes into the WQE's SGEs, in PSN order only.
  */
 static void bzc_wire_comp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
-			     const struct bzc_roce_hdrs *h, const u8 *payload)
+			     const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
 	struct bzc_wire *w = qp->wire;
@@ -1240,8 +1240,7 @@ static void bzc_wire_comp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 		e->done = true;
 		break;
 	case BZC_KIND_READ_RESP: {
-		struct bzc_sgl pl;
-		struct bzc_cursor pc = { .sgl = &pl }, at;
+		struct bzc_cursor pc = { .sgl = payload }, at;
 
 		if (e->msg.opcode != IB_UVERBS_WR_RDMA_READ ||
 		    h->psn != e->expect ||
@@ -1251,7 +1250,6 @@ static void bzc_wire_comp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 			goto drop;
 		/* A READ response acknowledges the requests before the READ. */
 		bzc_wire_ack_upto(w, bzc_psn_add(e->first, -1));
-		bzc_sgl_kbuf(&pl, payload, h->paylen);
 		at = e->sink;
 		/* No fault here, under w->lock: the requester takes it. */
 		if (bzc_copy(&e->sink, &pc, h->paylen, false)) {
@@ -1434,23 +1432,19 @@ static u8 bzc_wire_atomic(struct bzc_dev *bdev, struct bzc_qp *qp,
 }
 
 /*
- * Place a packet's payload at byte `off` of `dst` (the one copy). False
- * when a page of an ODP MR there is gone (the process unmapped it).
+ * Place a packet's payload at byte `off` of `dst` (the one copy, from the
+ * skb's pages). False when a page of an ODP MR there is gone (the
+ * process unmapped it).
  */
-static bool bzc_wire_place(struct bzc_sgl *dst, u64 off, const u8 *payload,
-			   u32 len)
+static bool bzc_wire_place(struct bzc_sgl *dst, u64 off,
+			   const struct bzc_sgl *payload)
 {
-	struct bzc_cursor dc = { .sgl = dst }, sc;
-	struct bzc_sgl pl;
+	struct bzc_cursor dc = { .sgl = dst }, sc = { .sgl = payload };
 
-	if (!len)
+	if (!payload->total)
 		return true;
 	bzc_cursor_skip(&dc, off);
-	bzc_sgl_kbuf(&pl, payload, len);
-	sc.sgl = &pl;
-	sc.i = 0;
-	sc.pos = 0;
-	return !bzc_copy(&dc, &sc, len, true);
+	return !bzc_copy(&dc, &sc, payload->total, true);
 }
 
 /*
@@ -1482,7 +1476,7 @@ static u8 bzc_wire_recv_fail(struct bzc_qp *qp, const struct bzc_msg *msg,
  * the message's offset. Returns the syndrome to NAK with, or ACK.
  */
 static u8 bzc_wire_send_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
-			    const struct bzc_roce_hdrs *h, const u8 *payload,
+			    const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload,
 			    struct bzc_resp_result *res)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
@@ -1510,7 +1504,7 @@ static u8 bzc_wire_send_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
 		return bzc_wire_recv_fail(qp, msg, IB_WC_LOC_LEN_ERR,
 					  BZC_AETH_NAK_INV_REQ);
 	}
-	placed = bzc_wire_place(w->sgl, w->off, payload, h->paylen);
+	placed = bzc_wire_place(w->sgl, w->off, payload);
 	bzc_sgl_put(w->sgl);
 	/* Its buffer lost an ODP page: as if its SGEs had not resolved. */
 	if (!placed)
@@ -1532,7 +1526,7 @@ static u8 bzc_wire_send_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
  * first packet, then over each packet's range as it is placed.
  */
 static u8 bzc_wire_write_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
-			     const struct bzc_roce_hdrs *h, const u8 *payload,
+			     const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload,
 			     struct bzc_resp_result *res)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
@@ -1568,7 +1562,7 @@ static u8 bzc_wire_write_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
 			return bzc_wire_no_rqe_syndrome(qp, res);
 		}
 	}
-	placed = bzc_wire_place(w->sgl, 0, payload, h->paylen);
+	placed = bzc_wire_place(w->sgl, 0, payload);
 	bzc_sgl_put(w->sgl);
 	if ((op->flags & BZC_OPF_END) &&
 	    msg->opcode == IB_UVERBS_WR_RDMA_WRITE_WITH_IMM)
@@ -1612,7 +1606,7 @@ static u8 bzc_wire_wr_opcode(u8 opcode)
  */
 static u8 bzc_wire_resp_pkt(struct bzc_dev *bdev, struct bzc_qp *qp,
 			    const struct bzc_roce_ip *ip,
-			    const struct bzc_roce_hdrs *h, const u8 *payload,
+			    const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload,
 			    struct bzc_msg *msg)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
@@ -1681,7 +1675,7 @@ static void bzc_wire_resp_sync(struct bzc_qp *qp)
  */
 static void bzc_wire_resp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 			     const struct bzc_roce_ip *ip,
-			     const struct bzc_roce_hdrs *h, const u8 *payload)
+			     const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
 	struct bzc_wire *w = qp->wire;
@@ -1786,13 +1780,13 @@ static void bzc_wire_resp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
  * @qp: the destination QP, referenced, RC or UC
  * @ip: the packet's addresses and IP fields, checked
  * @h: its transport headers, checked against the opcode table and PMTU
- * @payload: its h->paylen bytes of payload
+ * @payload: its h->paylen bytes of payload, where the skb holds them
  *
  * Called by the receive worker only, one packet at a time per device.
  */
 void bzc_wire_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 		 const struct bzc_roce_ip *ip, const struct bzc_roce_hdrs *h,
-		 const u8 *payload)
+		 const struct bzc_sgl *payload)
 {
 	if (!qp->wire)
 		return;

@@ -8,6 +8,12 @@
  * QP's path MTU. Then the packet goes to the responder of its destination
  * QP, as a message from the local transport would. A refused packet is
  * dropped and counted, with a rate-limited line that names the reason.
+ *
+ * Only the headers are made flat (pskb_may_pull()); the ICRC is computed
+ * and the payload copied where the skb holds them, in its linear part
+ * and its page fragments, so the payload is copied once, into the
+ * destination. A virtio-net or NIC receive buffer holds a 4 KiB packet in
+ * a fragment: linearizing it was a second copy of every byte.
  */
 #include <linux/skbuff.h>
 #include <rdma/ib_addr.h>
@@ -21,15 +27,92 @@ static void bzc_rx_drop(struct bzc_dev *bdev, const char *why, u32 qpn)
 			       qpn, why);
 }
 
-/* The ICRC the packet carries against the one its bytes give. */
-static bool bzc_rx_icrc_ok(const u8 *iph, u32 len)
+/*
+ * The ICRC the packet carries against the one its bytes give: `len`
+ * bytes from the IP header, whose IP, UDP and BTH headers (`hlen` bytes)
+ * are in the linear part; the rest may be in fragments.
+ */
+static bool bzc_rx_icrc_ok(struct sk_buff *skb, u32 hlen, u32 len)
 {
-	__le32 want, got;
+	unsigned int consumed = 0, n, want = len - BZC_ICRC_LEN - hlen;
+	struct skb_seq_state st;
+	const u8 *data;
+	__le32 got;
+	u32 crc;
 
-	if (bzc_icrc_buf(iph, len - BZC_ICRC_LEN, &want))
+	crc = bzc_icrc_hdrs(skb->data);
+	skb_prepare_seq_read(skb, hlen, len - BZC_ICRC_LEN, &st);
+	while (consumed < want && (n = skb_seq_read(consumed, &data, &st))) {
+		/* A block may run on past the end asked for. */
+		n = min(n, want - consumed);
+		crc = bzc_icrc_add(crc, data, n);
+		consumed += n;
+	}
+	skb_abort_seq_read(&st);
+	if (consumed != want)
 		return false;
-	memcpy(&got, iph + len - BZC_ICRC_LEN, sizeof(got));
-	return want == got;
+	if (skb_copy_bits(skb, len - BZC_ICRC_LEN, &got, sizeof(got)))
+		return false;
+	return bzc_icrc_final(crc) == got;
+}
+
+/* Append `len` bytes from byte `off` of the pages from `page` on. */
+static bool bzc_rx_add_pages(struct bzc_dev *bdev, unsigned int *used,
+			     struct page *page, u32 off, u32 len)
+{
+	unsigned int k, n;
+
+	page = nth_page(page, off >> PAGE_SHIFT);
+	off = offset_in_page(off);
+	n = DIV_ROUND_UP(off + len, PAGE_SIZE);
+	if (bdev->rx_payload->n == BZC_MAX_SGE || *used + n > BZC_RX_PAGES)
+		return false;
+	for (k = 0; k < n; k++)
+		bdev->rx_pages[*used + k] = nth_page(page, k);
+	bzc_sgl_add_pages(bdev->rx_payload, bdev->rx_pages + *used, off, len);
+	*used += n;
+	return true;
+}
+
+/*
+ * Make bdev->rx_payload the `len` bytes from byte `off` of the skb, over
+ * the pages that hold them (the linear part is direct-mapped memory, each
+ * fragment a run of pages): valid while the skb is. False when they do
+ * not fit the scratch (more than BZC_MAX_SGE pieces, a frag list).
+ */
+static bool bzc_rx_payload(struct bzc_dev *bdev, const struct sk_buff *skb,
+			   u32 off, u32 len)
+{
+	unsigned int used = 0, i;
+	u32 start, end, n;
+
+	bzc_sgl_init(bdev->rx_payload);
+	if (skb_has_frag_list(skb))
+		return false;
+	end = skb_headlen(skb);
+	if (len && off < end) {
+		n = min(len, end - off);
+		if (!bzc_rx_add_pages(bdev, &used, virt_to_page(skb->data + off),
+				      offset_in_page(skb->data + off), n))
+			return false;
+		off += n;
+		len -= n;
+	}
+	for (i = 0; len && i < skb_shinfo(skb)->nr_frags; i++) {
+		const skb_frag_t *f = &skb_shinfo(skb)->frags[i];
+
+		start = end;
+		end = start + skb_frag_size(f);
+		if (off >= end)
+			continue;
+		n = min(len, end - off);
+		if (!bzc_rx_add_pages(bdev, &used, skb_frag_page(f),
+				      skb_frag_off(f) + off - start, n))
+			return false;
+		off += n;
+		len -= n;
+	}
+	return !len;
 }
 
 /* The IBA message opcode of a UD packet. */
@@ -45,7 +128,7 @@ static u8 bzc_rx_ud_wr_opcode(u8 opcode)
  */
 static void bzc_rx_ud(struct bzc_dev *bdev, struct bzc_qp *qp,
 		      const struct bzc_roce_ip *ip,
-		      const struct bzc_roce_hdrs *h, const u8 *payload)
+		      const struct bzc_roce_hdrs *h, struct bzc_sgl *payload)
 {
 	struct bzc_resp_scratch scratch = {
 		.sgl = bdev->rx_sgl,
@@ -53,7 +136,6 @@ static void bzc_rx_ud(struct bzc_dev *bdev, struct bzc_qp *qp,
 	};
 	struct bzc_resp_result rr = { .syndrome = BZC_AETH_ACK };
 	struct bzc_av av = {};
-	struct bzc_sgl data;
 	struct bzc_msg msg = {
 		.opcode = bzc_rx_ud_wr_opcode(h->opcode),
 		.flags = h->se ? BZC_WQE_SOLICITED : 0,
@@ -62,13 +144,12 @@ static void bzc_rx_ud(struct bzc_dev *bdev, struct bzc_qp *qp,
 		.dqpn = h->dqpn,
 		.qkey = h->qkey,
 		.av = &av,
-		.local = &data,
+		.local = payload,
 		.imm_data = cpu_to_le32(be32_to_cpu(h->imm)),
 	};
 
 	memcpy(msg.sgid.raw, ip->sgid, sizeof(msg.sgid.raw));
 	memcpy(av.dgid.raw, ip->dgid, sizeof(av.dgid.raw));
-	bzc_sgl_kbuf(&data, payload, h->paylen);
 	if (!bzc_resp_execute(qp, &msg, &scratch, true, &rr))
 		bzc_rx_drop(bdev, "not taken (state or Q_Key)", h->dqpn);
 }
@@ -79,15 +160,15 @@ static void bzc_rx_one(struct bzc_dev *bdev, struct sk_buff *skb)
 	enum bzc_roce_verdict v;
 	struct bzc_roce_hdrs h;
 	struct bzc_roce_ip ip;
-	u32 hlen, roce_len, qpn, pmtu;
+	u32 hlen, roce_len, qpn, pmtu, tlen, poff;
 	const struct bzc_bth *bth;
-	const u8 *payload;
 	struct bzc_qp *qp;
 
 	bzc_count(bdev, BZC_CNT_RX_PKTS, 1);
 	bzc_count(bdev, BZC_CNT_RX_BYTES, skb->len);
-	/* One flat packet: the headers, the ICRC and (for now) the payload. */
-	if (skb_linearize(skb)) {
+	/* IP, UDP and BTH flat, as far as the packet has them. */
+	if (!pskb_may_pull(skb, min_t(u32, skb->len, BZC_IPV6_HLEN +
+					BZC_UDP_HLEN + BZC_BTH_LEN))) {
 		bzc_rx_drop(bdev, "no memory", 0);
 		return;
 	}
@@ -96,9 +177,16 @@ static void bzc_rx_one(struct bzc_dev *bdev, struct sk_buff *skb)
 		bzc_rx_drop(bdev, bzc_roce_verdict_str(v), 0);
 		return;
 	}
+	/* Then the opcode's extended headers (the parser checks the length). */
+	bth = (const struct bzc_bth *)(skb->data + hlen);
+	tlen = min_t(u32, roce_len, bzc_roce_opinfo[bth->opcode].hdr_len);
+	if (!pskb_may_pull(skb, hlen + tlen)) {
+		bzc_rx_drop(bdev, "no memory", 0);
+		return;
+	}
 	bth = (const struct bzc_bth *)(skb->data + hlen);
 	qpn = bzc_bth_qpn(bth);
-	if (!bzc_rx_icrc_ok(skb->data, hlen + roce_len)) {
+	if (!bzc_rx_icrc_ok(skb, hlen + BZC_BTH_LEN, hlen + roce_len)) {
 		bzc_count(bdev, BZC_CNT_ICRC_ERRORS, 1);
 		bzc_rx_drop(bdev, bzc_roce_verdict_str(BZC_ROCE_ICRC), qpn);
 		return;
@@ -122,23 +210,29 @@ static void bzc_rx_one(struct bzc_dev *bdev, struct sk_buff *skb)
 		bzc_rx_drop(bdev, "P_Key not in the table", qpn);
 		goto out;
 	}
-	payload = (const u8 *)bth + bzc_roce_opinfo[h.opcode].hdr_len;
+	/* Rarely a packet in more pieces than that: flat, it is one. */
+	poff = hlen + bzc_roce_opinfo[h.opcode].hdr_len;
+	if (!bzc_rx_payload(bdev, skb, poff, h.paylen) &&
+	    (skb_linearize(skb) || !bzc_rx_payload(bdev, skb, poff, h.paylen))) {
+		bzc_rx_drop(bdev, "no memory", qpn);
+		goto out;
+	}
 	switch (h.opcode & BZC_TRANSPORT_MASK) {
 	case BZC_TRANSPORT_UD:
 		if (bzc_type_ud(qp->ibqp.qp_type)) {
-			bzc_rx_ud(bdev, qp, &ip, &h, payload);
+			bzc_rx_ud(bdev, qp, &ip, &h, bdev->rx_payload);
 			goto out;
 		}
 		break;
 	case BZC_TRANSPORT_RC:
 		if (qp->ibqp.qp_type == IB_QPT_RC) {
-			bzc_wire_rx(bdev, qp, &ip, &h, payload);
+			bzc_wire_rx(bdev, qp, &ip, &h, bdev->rx_payload);
 			goto out;
 		}
 		break;
 	case BZC_TRANSPORT_UC:
 		if (qp->ibqp.qp_type == IB_QPT_UC) {
-			bzc_wire_rx(bdev, qp, &ip, &h, payload);
+			bzc_wire_rx(bdev, qp, &ip, &h, bdev->rx_payload);
 			goto out;
 		}
 		break;

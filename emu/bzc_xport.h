@@ -257,7 +257,7 @@ static inline u32 bzc_wire_inflight(struct bzc_qp *qp)
 
 void bzc_wire_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 		 const struct bzc_roce_ip *ip, const struct bzc_roce_hdrs *h,
-		 const u8 *payload);
+		 const struct bzc_sgl *payload);
 
 /* bzc_resp.c: the responder */
 bool bzc_resp_accepts(struct bzc_qp *tqp, const struct bzc_msg *msg);
