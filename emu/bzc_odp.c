@@ -245,7 +245,8 @@ static int bzc_odp_store(struct bzc_odp *odp, unsigned long first,
 
 /*
  * Are pages first..first+n-1 in the table (writable, for a write)? Then
- * the access needs no hmm_range_fault(): a warm MR costs a table walk.
+ * the access needs no hmm_range_fault(): the walk for a range of an MR
+ * not wholly present (bzc_odp_all_present() answers for one that is).
  * An invalidation right after is harmless; the copy looks each page up
  * again under the table lock and faults one that went.
  */

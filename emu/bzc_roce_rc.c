@@ -1193,7 +1193,8 @@ bool bzc_wire_send(struct bzc_qp *qp, const struct bzc_msg *msg,
  * response's payload goes into the WQE's SGEs, in PSN order only.
  */
 static void bzc_wire_comp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
-			     const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload)
+			     const struct bzc_roce_hdrs *h,
+			     const struct bzc_sgl *payload)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
 	struct bzc_wire *w = qp->wire;
@@ -1476,7 +1477,8 @@ static u8 bzc_wire_recv_fail(struct bzc_qp *qp, const struct bzc_msg *msg,
  * the message's offset. Returns the syndrome to NAK with, or ACK.
  */
 static u8 bzc_wire_send_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
-			    const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload,
+			    const struct bzc_roce_hdrs *h,
+			    const struct bzc_sgl *payload,
 			    struct bzc_resp_result *res)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
@@ -1526,7 +1528,8 @@ static u8 bzc_wire_send_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
  * first packet, then over each packet's range as it is placed.
  */
 static u8 bzc_wire_write_pkt(struct bzc_qp *qp, const struct bzc_msg *msg,
-			     const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload,
+			     const struct bzc_roce_hdrs *h,
+			     const struct bzc_sgl *payload,
 			     struct bzc_resp_result *res)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
@@ -1606,7 +1609,8 @@ static u8 bzc_wire_wr_opcode(u8 opcode)
  */
 static u8 bzc_wire_resp_pkt(struct bzc_dev *bdev, struct bzc_qp *qp,
 			    const struct bzc_roce_ip *ip,
-			    const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload,
+			    const struct bzc_roce_hdrs *h,
+			    const struct bzc_sgl *payload,
 			    struct bzc_msg *msg)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
@@ -1675,7 +1679,8 @@ static void bzc_wire_resp_sync(struct bzc_qp *qp)
  */
 static void bzc_wire_resp_rx(struct bzc_dev *bdev, struct bzc_qp *qp,
 			     const struct bzc_roce_ip *ip,
-			     const struct bzc_roce_hdrs *h, const struct bzc_sgl *payload)
+			     const struct bzc_roce_hdrs *h,
+			     const struct bzc_sgl *payload)
 {
 	const struct bzc_roce_opinfo *op = &bzc_roce_opinfo[h->opcode];
 	struct bzc_wire *w = qp->wire;

@@ -91,9 +91,11 @@ static bool bzc_rx_payload(struct bzc_dev *bdev, const struct sk_buff *skb,
 		return false;
 	end = skb_headlen(skb);
 	if (len && off < end) {
+		const u8 *p = skb->data + off;
+
 		n = min(len, end - off);
-		if (!bzc_rx_add_pages(bdev, &used, virt_to_page(skb->data + off),
-				      offset_in_page(skb->data + off), n))
+		if (!bzc_rx_add_pages(bdev, &used, virt_to_page(p),
+				      offset_in_page(p), n))
 			return false;
 		off += n;
 		len -= n;
@@ -213,7 +215,8 @@ static void bzc_rx_one(struct bzc_dev *bdev, struct sk_buff *skb)
 	/* Rarely a packet in more pieces than that: flat, it is one. */
 	poff = hlen + bzc_roce_opinfo[h.opcode].hdr_len;
 	if (!bzc_rx_payload(bdev, skb, poff, h.paylen) &&
-	    (skb_linearize(skb) || !bzc_rx_payload(bdev, skb, poff, h.paylen))) {
+	    (skb_linearize(skb) ||
+	     !bzc_rx_payload(bdev, skb, poff, h.paylen))) {
 		bzc_rx_drop(bdev, "no memory", qpn);
 		goto out;
 	}
