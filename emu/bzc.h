@@ -125,9 +125,12 @@ struct bzc_dev {
 	/*
 	 * Multicast groups by MGID (bzc_mcast.c): each lists the QPs
 	 * attached to it, without holding references. A QP is detached from
-	 * all of them before its destruction waits for its users.
+	 * all of them before its destruction waits for its users. mc_mutex
+	 * serializes the changes (and the netdev joins, which sleep);
+	 * mc_lock also keeps the senders' and the receiver's lookups out.
 	 */
-	spinlock_t mc_lock;
+	struct mutex mc_mutex;		/* changes, joins */
+	spinlock_t mc_lock;		/* changes, lookups */
 	DECLARE_HASHTABLE(mc_hash, 6);
 	u32 mc_groups;			/* at most attr.max_mcast_grp */
 	u32 mc_attached;		/* at most max_total_mcast_qp_attach */
@@ -816,6 +819,8 @@ int bzc_net_attach(struct bzc_dev *bdev);
 int bzc_net_take_over(struct net_device *ndev);
 void bzc_net_detach(struct bzc_dev *bdev);
 void bzc_net_cleanup(struct bzc_dev *bdev);
+int bzc_net_mc_join(struct bzc_dev *bdev, const union ib_gid *mgid);
+void bzc_net_mc_leave(struct bzc_dev *bdev, const union ib_gid *mgid);
 
 /* bzc_roce_rx.c */
 void bzc_rx_work(struct work_struct *work);

@@ -119,9 +119,12 @@ bool bzc_local_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 	struct bzc_peer peer;
 	bool taken;
 
+	/* A group's members here, and once on the wire for the others. */
 	if (bzc_type_ud(msg->type) &&
 	    rdma_is_multicast_addr((struct in6_addr *)msg->av->dgid.raw)) {
 		bzc_local_mcast(qp, msg, &scratch, may_sleep, res);
+		if (msg->dqpn == BZC_MCAST_QPN)
+			bzc_roce_xport.send(qp, msg, may_sleep, res);
 		return true;
 	}
 	/*

@@ -2,9 +2,13 @@
 /*
  * UD multicast: the groups of a device by MGID and the QPs attached to
  * each. A UD send to a multicast GID (DQPN 0xffffff) is delivered to every
- * QP attached to the group on the sending device (bzc_local.c). Groups hold
- * no references on their QPs: a QP leaves every group before its
- * destruction waits for the senders that still hold it.
+ * QP attached to the group on the sending device (bzc_local.c) and goes
+ * out once on the netdev (bzc_roce_tx.c); a multicast datagram from the
+ * wire goes to every QP attached to its group (bzc_roce_rx.c). A group's
+ * first attachment joins it on the netdev, its last detachment leaves it
+ * (bzc_net.c), so the NIC's filter lets its frames in and IGMP/MLD tell
+ * the switches. Groups hold no references on their QPs: a QP leaves every
+ * group before its destruction waits for the senders that still hold it.
  */
 
 #include <linux/jhash.h>
@@ -27,11 +31,15 @@ static u32 bzc_mgid_hash(const union ib_gid *mgid)
 
 void bzc_mcast_init(struct bzc_dev *bdev)
 {
+	mutex_init(&bdev->mc_mutex);
 	spin_lock_init(&bdev->mc_lock);
 	hash_init(bdev->mc_hash);
 }
 
-/* Every QP is gone by now; free whatever a leak might have left. */
+/*
+ * Every QP is gone by now; free whatever a leak might have left (the
+ * netdev, and its memberships, may be gone too).
+ */
 void bzc_mcast_cleanup(struct bzc_dev *bdev)
 {
 	struct bzc_mcast_grp *grp;
@@ -44,7 +52,7 @@ void bzc_mcast_cleanup(struct bzc_dev *bdev)
 	}
 }
 
-/* The group of `mgid`, or NULL. Under mc_lock. */
+/* The group of `mgid`, or NULL. Under mc_lock or mc_mutex. */
 static struct bzc_mcast_grp *bzc_mcast_find(struct bzc_dev *bdev,
 					    const union ib_gid *mgid)
 {
@@ -67,16 +75,27 @@ static int bzc_mcast_index(const struct bzc_mcast_grp *grp,
 	return -1;
 }
 
-/* Take member `i` out of its group; an empty group is freed. */
+/*
+ * Take member `i` out of its group, mc_mutex held. The last member leaves
+ * the group on the netdev and frees it.
+ */
 static void bzc_mcast_remove(struct bzc_dev *bdev, struct bzc_mcast_grp *grp,
 			     u32 i)
 {
+	bool last;
+
+	spin_lock(&bdev->mc_lock);
 	grp->qp[i]->mc_groups--;
 	grp->qp[i] = grp->qp[--grp->nr];
 	bdev->mc_attached--;
-	if (!grp->nr) {
+	last = !grp->nr;
+	if (last) {
 		hash_del(&grp->node);
-		bdev->mc_groups--;
+		WRITE_ONCE(bdev->mc_groups, bdev->mc_groups - 1);
+	}
+	spin_unlock(&bdev->mc_lock);
+	if (last) {
+		bzc_net_mc_leave(bdev, &grp->mgid);
 		kfree(grp);
 	}
 }
@@ -89,7 +108,11 @@ static int bzc_mcast_check(struct ib_qp *ibqp, union ib_gid *gid)
 	return 0;
 }
 
-/* Attaching twice is allowed; the QP still gets one copy of each message. */
+/*
+ * Attaching twice is allowed; the QP still gets one copy of each message.
+ * A group the netdev cannot join (no IPv4 or IPv6 on it) fails with the
+ * join's errno.
+ */
 int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 {
 	struct bzc_dev *bdev = to_bdev(ibqp->device);
@@ -104,7 +127,7 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	if (!new)
 		return -ENOMEM;
 
-	spin_lock(&bdev->mc_lock);
+	mutex_lock(&bdev->mc_mutex);
 	grp = bzc_mcast_find(bdev, gid);
 	if (grp && bzc_mcast_index(grp, qp) >= 0)
 		goto unlock;		/* already a member */
@@ -114,20 +137,27 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	if (!grp) {
 		if (bdev->mc_groups >= bdev->attr.max_mcast_grp)
 			goto unlock;
+		err = bzc_net_mc_join(bdev, gid);
+		if (err)
+			goto unlock;
 		grp = new;
 		new = NULL;
 		grp->mgid = *gid;
+		spin_lock(&bdev->mc_lock);
 		hash_add(bdev->mc_hash, &grp->node, bzc_mgid_hash(gid));
-		bdev->mc_groups++;
+		WRITE_ONCE(bdev->mc_groups, bdev->mc_groups + 1);
+		spin_unlock(&bdev->mc_lock);
 	} else if (grp->nr >= bdev->attr.max_mcast_qp_attach) {
 		goto unlock;
 	}
+	spin_lock(&bdev->mc_lock);
 	grp->qp[grp->nr++] = qp;
 	qp->mc_groups++;
 	bdev->mc_attached++;
+	spin_unlock(&bdev->mc_lock);
 	err = 0;
 unlock:
-	spin_unlock(&bdev->mc_lock);
+	mutex_unlock(&bdev->mc_mutex);
 	kfree(new);
 	return err;
 }
@@ -141,13 +171,13 @@ int bzc_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	err = bzc_mcast_check(ibqp, gid);
 	if (err)
 		return err;
-	spin_lock(&bdev->mc_lock);
+	mutex_lock(&bdev->mc_mutex);
 	grp = bzc_mcast_find(bdev, gid);
 	if (grp)
 		i = bzc_mcast_index(grp, to_bqp(ibqp));
 	if (i >= 0)
 		bzc_mcast_remove(bdev, grp, i);
-	spin_unlock(&bdev->mc_lock);
+	mutex_unlock(&bdev->mc_mutex);
 	return i >= 0 ? 0 : -EINVAL;
 }
 
@@ -159,7 +189,7 @@ void bzc_mcast_detach_all(struct bzc_qp *qp)
 	struct hlist_node *tmp;
 	int bkt, i;
 
-	spin_lock(&bdev->mc_lock);
+	mutex_lock(&bdev->mc_mutex);
 	if (qp->mc_groups) {
 		hash_for_each_safe(bdev->mc_hash, bkt, tmp, grp, node) {
 			i = bzc_mcast_index(grp, qp);
@@ -167,7 +197,7 @@ void bzc_mcast_detach_all(struct bzc_qp *qp)
 				bzc_mcast_remove(bdev, grp, i);
 		}
 	}
-	spin_unlock(&bdev->mc_lock);
+	mutex_unlock(&bdev->mc_mutex);
 }
 
 /*

@@ -6,20 +6,24 @@
  * the host stack sees them. bzc does the same with an rx_handler on its
  * netdev: an IPv4 or IPv6 packet to UDP port 4791 whose destination is an
  * address of that netdev is queued for the device's receive worker
- * (bzc_roce_rx.c); everything else goes on to the stack untouched. Packet
- * taps (tcpdump) run before the handler and still see every packet.
+ * (bzc_roce_rx.c), as is one to a multicast address while the device has
+ * a multicast group (the worker finds the group or drops it); everything
+ * else goes on to the stack untouched. Packet taps (tcpdump) run before
+ * the handler and still see every packet.
  *
  * The handler runs in softirq and only classifies and queues: every check
  * of what the packet says, and the responder, run in the worker, where
  * they may sleep and take the data path's locks as the local transport
  * does.
  */
+#include <linux/igmp.h>
 #include <linux/inetdevice.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/udp.h>
 #include <linux/rtnetlink.h>
 #include <net/addrconf.h>
+#include <rdma/ib_addr.h>
 
 #include "bzc_xport.h"
 
@@ -29,9 +33,15 @@
  */
 #define BZC_RXQ_MAX	4096
 
-/* Is this an IPv4 or IPv6 RoCE v2 packet to an address of `ndev`? */
-static bool bzc_rx_is_ours(struct sk_buff *skb, struct net_device *ndev)
+/*
+ * Is this an IPv4 or IPv6 RoCE v2 packet to an address of `ndev`, or to a
+ * multicast address while `bdev` has groups?
+ */
+static bool bzc_rx_is_ours(struct sk_buff *skb, struct net_device *ndev,
+			   const struct bzc_dev *bdev)
 {
+	bool mc = READ_ONCE(bdev->mc_groups);
+
 	const struct udphdr *uh;
 	unsigned int ihl;
 
@@ -49,8 +59,11 @@ static bool bzc_rx_is_ours(struct sk_buff *skb, struct net_device *ndev)
 			return false;
 		iph = (const struct iphdr *)skb->data;
 		uh = (const struct udphdr *)(skb->data + ihl);
-		return uh->dest == htons(BZC_ROCE_UDP_DPORT) &&
-		       __ip_dev_find(dev_net(ndev), iph->daddr, false) == ndev;
+		if (uh->dest != htons(BZC_ROCE_UDP_DPORT))
+			return false;
+		if (ipv4_is_multicast(iph->daddr))
+			return mc;
+		return __ip_dev_find(dev_net(ndev), iph->daddr, false) == ndev;
 	}
 	case htons(ETH_P_IPV6): {
 		const struct ipv6hdr *ip6h;
@@ -59,9 +72,12 @@ static bool bzc_rx_is_ours(struct sk_buff *skb, struct net_device *ndev)
 			return false;
 		ip6h = (const struct ipv6hdr *)skb->data;
 		uh = (const struct udphdr *)(skb->data + sizeof(*ip6h));
-		return ip6h->version == 6 && ip6h->nexthdr == IPPROTO_UDP &&
-		       uh->dest == htons(BZC_ROCE_UDP_DPORT) &&
-		       ipv6_chk_addr(dev_net(ndev), &ip6h->daddr, ndev, 0);
+		if (ip6h->version != 6 || ip6h->nexthdr != IPPROTO_UDP ||
+		    uh->dest != htons(BZC_ROCE_UDP_DPORT))
+			return false;
+		if (ipv6_addr_is_multicast(&ip6h->daddr))
+			return mc;
+		return ipv6_chk_addr(dev_net(ndev), &ip6h->daddr, ndev, 0);
 	}
 	default:
 		return false;
@@ -75,7 +91,7 @@ static rx_handler_result_t bzc_rx_handler(struct sk_buff **pskb)
 	struct bzc_dev *bdev = rcu_dereference(skb->dev->rx_handler_data);
 
 	if (skb->pkt_type == PACKET_OTHERHOST || skb->pkt_type == PACKET_LOOPBACK ||
-	    !bzc_rx_is_ours(skb, skb->dev))
+	    !bzc_rx_is_ours(skb, skb->dev, bdev))
 		return RX_HANDLER_PASS;
 	if (skb_queue_len(&bdev->rxq) >= BZC_RXQ_MAX) {
 		bzc_count(bdev, BZC_CNT_RX_DROPS, 1);
@@ -193,4 +209,63 @@ void bzc_net_cleanup(struct bzc_dev *bdev)
 	bdev->rx_rqe = NULL;
 	bdev->rx_payload = NULL;
 	bdev->rx_pages = NULL;
+}
+
+/**
+ * bzc_net_mc_join() - join a multicast group on the device's netdev
+ * @bdev: the device
+ * @mgid: the group: an IPv4-mapped or an IPv6 multicast GID
+ *
+ * The host joins the group on the netdev as a socket would, under RTNL
+ * (ip_mc_inc_group(), ipv6_dev_mc_inc()): the netdev's filter takes the
+ * group's frames in and IGMP or MLD reports tell the switches. The host
+ * stack counts joins, so the RDMA CM's own IGMP join of the same group
+ * (cma_igmp_send()) and ours stack. Sleeps.
+ *
+ * Return: 0, -ENODEV when the netdev has no IPv4 (or IPv6) to join with,
+ * or -ENOMEM.
+ */
+int bzc_net_mc_join(struct bzc_dev *bdev, const union ib_gid *mgid)
+{
+	const struct in6_addr *a = (const struct in6_addr *)mgid->raw;
+	struct net_device *ndev = bdev->ndev;
+	struct in_device *in_dev;
+	int err = -ENODEV;
+
+	rtnl_lock();
+	if (ipv6_addr_v4mapped(a)) {
+		in_dev = __in_dev_get_rtnl(ndev);
+		if (in_dev) {
+			ip_mc_inc_group(in_dev, a->s6_addr32[3]);
+			err = 0;
+		}
+	} else if (__in6_dev_get(ndev)) {
+		err = ipv6_dev_mc_inc(ndev, a);
+	}
+	rtnl_unlock();
+	return err;
+}
+
+/**
+ * bzc_net_mc_leave() - leave a group bzc_net_mc_join() joined
+ * @bdev: the device
+ * @mgid: the group
+ *
+ * A netdev being unregistered has dropped its groups already. Sleeps.
+ */
+void bzc_net_mc_leave(struct bzc_dev *bdev, const union ib_gid *mgid)
+{
+	const struct in6_addr *a = (const struct in6_addr *)mgid->raw;
+	struct net_device *ndev = bdev->ndev;
+	struct in_device *in_dev;
+
+	rtnl_lock();
+	if (ipv6_addr_v4mapped(a)) {
+		in_dev = __in_dev_get_rtnl(ndev);
+		if (in_dev)
+			ip_mc_dec_group(in_dev, a->s6_addr32[3]);
+	} else if (__in6_dev_get(ndev)) {
+		ipv6_dev_mc_dec(ndev, a);
+	}
+	rtnl_unlock();
 }

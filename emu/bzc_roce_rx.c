@@ -156,13 +156,85 @@ static void bzc_rx_ud(struct bzc_dev *bdev, struct bzc_qp *qp,
 		bzc_rx_drop(bdev, "not taken (state or Q_Key)", h->dqpn);
 }
 
+/* A UD QP's path MTU: the netdev's, as the sender's port has it. */
+static u32 bzc_rx_ud_pmtu(struct bzc_dev *bdev)
+{
+	return ib_mtu_enum_to_int(iboe_get_mtu(READ_ONCE(bdev->ndev->mtu)));
+}
+
+/*
+ * The P_Key, then the payload into bdev->rx_payload; false when the
+ * packet was dropped.
+ */
+static bool bzc_rx_body(struct bzc_dev *bdev, struct sk_buff *skb, u32 hlen,
+			const struct bzc_roce_hdrs *h, u32 qpn)
+{
+	u32 poff = hlen + bzc_roce_opinfo[h->opcode].hdr_len;
+
+	if (h->pkey != BZC_DEFAULT_PKEY) {
+		bzc_rx_drop(bdev, "P_Key not in the table", qpn);
+		return false;
+	}
+	/* Rarely a packet in more pieces than that: flat, it is one. */
+	if (!bzc_rx_payload(bdev, skb, poff, h->paylen) &&
+	    (skb_linearize(skb) ||
+	     !bzc_rx_payload(bdev, skb, poff, h->paylen))) {
+		bzc_rx_drop(bdev, "no memory", qpn);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * A datagram to a multicast group (DQPN 0xffffff): a copy to every UD QP
+ * of this device attached to the group its destination address names,
+ * each taking it as a unicast datagram (IBA 10.5.2.4). Only UD sends may
+ * be multicast.
+ */
+static void bzc_rx_mcast(struct bzc_dev *bdev, struct sk_buff *skb,
+			 const struct bzc_roce_ip *ip,
+			 const struct bzc_bth *bth, u32 hlen, u32 roce_len)
+{
+	struct bzc_qp *members[BZC_MAX_MCAST_QP_ATTACH];
+	enum bzc_roce_verdict v;
+	struct bzc_roce_hdrs h;
+	union ib_gid mgid;
+	int i, n;
+
+	memcpy(mgid.raw, ip->dgid, sizeof(mgid.raw));
+	if (!rdma_is_multicast_addr((struct in6_addr *)mgid.raw)) {
+		bzc_rx_drop(bdev, "multicast QPN to a unicast address",
+			    BZC_MCAST_QPN);
+		return;
+	}
+	v = bzc_roce_read_hdrs(&h, bth, roce_len, bzc_rx_ud_pmtu(bdev) ?: 256);
+	if (v) {
+		bzc_rx_drop(bdev, bzc_roce_verdict_str(v), BZC_MCAST_QPN);
+		return;
+	}
+	if ((h.opcode & BZC_TRANSPORT_MASK) != BZC_TRANSPORT_UD) {
+		bzc_rx_drop(bdev, "multicast opcode not UD", BZC_MCAST_QPN);
+		return;
+	}
+	if (!bzc_rx_body(bdev, skb, hlen, &h, BZC_MCAST_QPN))
+		return;
+	n = bzc_mcast_members(bdev, &mgid, members);
+	if (!n)
+		bzc_rx_drop(bdev, "no QP attached to the group",
+			    BZC_MCAST_QPN);
+	for (i = 0; i < n; i++) {
+		bzc_rx_ud(bdev, members[i], ip, &h, bdev->rx_payload);
+		bzc_qp_put(members[i]);
+	}
+}
+
 /* One packet off the queue; the caller frees it. */
 static void bzc_rx_one(struct bzc_dev *bdev, struct sk_buff *skb)
 {
 	enum bzc_roce_verdict v;
 	struct bzc_roce_hdrs h;
 	struct bzc_roce_ip ip;
-	u32 hlen, roce_len, qpn, pmtu, tlen, poff;
+	u32 hlen, roce_len, qpn, pmtu, tlen;
 	const struct bzc_bth *bth;
 	struct bzc_qp *qp;
 
@@ -193,6 +265,15 @@ static void bzc_rx_one(struct bzc_dev *bdev, struct sk_buff *skb)
 		bzc_rx_drop(bdev, bzc_roce_verdict_str(BZC_ROCE_ICRC), qpn);
 		return;
 	}
+	if (qpn == BZC_MCAST_QPN) {
+		bzc_rx_mcast(bdev, skb, &ip, bth, hlen, roce_len);
+		return;
+	}
+	if (rdma_is_multicast_addr((struct in6_addr *)ip.dgid)) {
+		bzc_rx_drop(bdev, "multicast address, not the multicast QPN",
+			    qpn);
+		return;
+	}
 
 	qp = bzc_qp_get(bdev, qpn);
 	if (!qp) {
@@ -200,7 +281,7 @@ static void bzc_rx_one(struct bzc_dev *bdev, struct sk_buff *skb)
 		return;
 	}
 	if (bzc_type_ud(qp->ibqp.qp_type))
-		pmtu = ib_mtu_enum_to_int(iboe_get_mtu(READ_ONCE(bdev->ndev->mtu)));
+		pmtu = bzc_rx_ud_pmtu(bdev);
 	else
 		pmtu = bzc_qp_pmtu(qp);
 	v = bzc_roce_read_hdrs(&h, bth, roce_len, pmtu ?: 256);
@@ -208,18 +289,8 @@ static void bzc_rx_one(struct bzc_dev *bdev, struct sk_buff *skb)
 		bzc_rx_drop(bdev, bzc_roce_verdict_str(v), qpn);
 		goto out;
 	}
-	if (h.pkey != BZC_DEFAULT_PKEY) {
-		bzc_rx_drop(bdev, "P_Key not in the table", qpn);
+	if (!bzc_rx_body(bdev, skb, hlen, &h, qpn))
 		goto out;
-	}
-	/* Rarely a packet in more pieces than that: flat, it is one. */
-	poff = hlen + bzc_roce_opinfo[h.opcode].hdr_len;
-	if (!bzc_rx_payload(bdev, skb, poff, h.paylen) &&
-	    (skb_linearize(skb) ||
-	     !bzc_rx_payload(bdev, skb, poff, h.paylen))) {
-		bzc_rx_drop(bdev, "no memory", qpn);
-		goto out;
-	}
 	switch (h.opcode & BZC_TRANSPORT_MASK) {
 	case BZC_TRANSPORT_UD:
 		if (bzc_type_ud(qp->ibqp.qp_type)) {

@@ -395,3 +395,35 @@ def test_posts_after_removal_count_as_posted():
     if 'POST_BULK' in res:
         assert res['POST_BULK'] == ['0', 'None'], \
             f'bzcdv_post_bulk after removal: {res["POST_BULK"]}'
+
+
+def test_netdev_deletion_with_multicast_member():
+    """A process's UD QP attached to a multicast group (so the netdev
+    joined it) when the netdev is deleted: the device goes, the QP is
+    destroyed after the netdev has dropped its groups, nothing warns (the
+    harness checks the kernel log) and the process is killed cleanly."""
+    import test_mcast as tm
+    h.ip('link', 'add', 'bzctmp0', 'type', 'dummy')
+    h.ip('addr', 'add', '198.18.7.1/24', 'dev', 'bzctmp0')
+    h.ip('link', 'set', 'bzctmp0', 'up')
+    h.link_add('bzctmp', 'bzctmp0')
+    child = subprocess.Popen(
+        [sys.executable, '-c', tm.CHILD, os.path.dirname(
+            os.path.abspath(__file__))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, 'BZC_DEV': 'bzctmp', 'BZC_NETDEV': 'bzctmp0',
+             'BZC_IPV4': '198.18.7.1'})
+    try:
+        line = child.stdout.readline()
+        assert line.strip().isdigit(), f'child said {line!r}'
+        out = subprocess.run(['ip', 'maddr', 'show', 'dev', 'bzctmp0'],
+                             capture_output=True, text=True).stdout
+        assert tm.MGID in out, f'group not joined on bzctmp0:\n{out}'
+        h.ip('link', 'del', 'bzctmp0', timeout=REMOVE_TIMEOUT)
+        assert h.wait_until(lambda: not h.dev_exists('bzctmp'),
+                            REMOVE_TIMEOUT), \
+            'device not removed while a member of a group'
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+        h.ip('link', 'del', 'bzctmp0', check=False)

@@ -315,6 +315,36 @@ def test_attach_detach_errors(env):
     assert env.detach(r, MGID2) == errno.EINVAL
 
 
+def netdev_groups():
+    """The multicast addresses the bzc netdev has joined, link-level
+    ones included, as `ip maddr show` lists them ('inet 239.1.2.3',
+    'link 01:00:5e:01:02:03', ...)."""
+    out = subprocess.run(['ip', 'maddr', 'show', 'dev', h.NETDEV],
+                         check=True, capture_output=True, text=True).stdout
+    return {' '.join(line.split()[:2]) for line in out.splitlines()
+            if line.startswith('\t')}
+
+
+@pytest.mark.parametrize('gid,joined', [
+    ('::ffff:239.19.2.3', {'inet 239.19.2.3', 'link 01:00:5e:13:02:03'}),
+    (MGID, {'inet6 ff0e::1234', 'link 33:33:00:00:12:34'}),
+], ids=['ipv4', 'ipv6'])
+def test_attach_joins_group_on_netdev(env, gid, joined):
+    """A group's first attachment joins it on the netdev (IGMP or MLD, and
+    the link-level filter that lets its frames in), so datagrams to it
+    from other hosts reach the device; the group stays joined while a QP
+    is attached and is left with the last detachment."""
+    r1, r2 = env.ud(), env.ud()
+    assert not joined & netdev_groups(), 'joined before any attachment'
+    assert env.attach(r1, gid) == 0
+    assert joined <= netdev_groups(), f'{gid} not joined on {h.NETDEV}'
+    assert env.attach(r2, gid) == 0 and env.detach(r1, gid) == 0
+    assert joined <= netdev_groups(), 'left while a QP is still attached'
+    assert env.detach(r2, gid) == 0
+    assert not joined & netdev_groups(), 'still joined after the last ' \
+        'detachment'
+
+
 def test_group_size_limit(env):
     """max_mcast_qp_attach QPs fit in a group; one more: ENOMEM."""
     limit = env.ctx.query_device().max_mcast_qp_attach
@@ -390,3 +420,22 @@ def test_process_dies_attached(env):
     post_recv(r2, 80)
     send(env, s, data, wr_id=8)
     check_got(env, r2, s, data)
+
+
+def test_process_dies_attached_leaves_group(env):
+    """The only member's process killed: the kernel's cleanup detaches its
+    QP, and the netdev leaves the group with it."""
+    joined = {'inet6 ff0e::1234', 'link 33:33:00:00:12:34'}
+    child = subprocess.Popen([sys.executable, '-c', CHILD,
+                              os.path.dirname(os.path.abspath(__file__))],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.strip().isdigit(), f'child said {line!r}'
+        assert joined <= netdev_groups(), 'the child\'s group not joined'
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+    assert not joined & netdev_groups(), 'group still joined after its ' \
+        'only member\'s process died'

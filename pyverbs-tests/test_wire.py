@@ -320,6 +320,73 @@ def test_rdma_cm_clients(peer, wire, tool, bzc_serves):
         f'server:\n{srv}'
 
 
+def link_groups(peer=None):
+    """The IPv4 multicast groups the bzc link's netdev has joined, here or
+    on the peer (`ip maddr`)."""
+    dev = peer.env.get('BZC_NETDEV', h.NETDEV) if peer else h.NETDEV
+    argv = ['ip', '-4', 'maddr', 'show', 'dev', dev]
+    out = peer.run(argv).out if peer else \
+        subprocess.run(argv, check=True, capture_output=True,
+                       text=True).stdout
+    return set(re.findall(r'^\s+inet\s+(\S+)', out, re.M))
+
+
+@wire_cases(('rxe', False), ('rxe', True), ('bzc', True))
+@pytest.mark.parametrize('bzc_serves', [False, True],
+                         ids=['bzc-sends', 'bzc-receives'])
+def test_mckey(peer, wire, bzc_serves):
+    """mckey (UD multicast over the RDMA CM) across the link: the receiver
+    joins an IPv4 group (IGMP, and ibv_attach_mcast() on its QP), the
+    sender's datagrams to the group (DQPN 0xffffff) leave its netdev once
+    and every one reaches the receiver's QP. bzc0 sends to the peer's
+    receiver, or receives from the peer's sender; its wire counters show
+    the datagrams crossed the link."""
+    count, size, group = 20, 512, '239.19.0.7'
+    common = ['-m', group, '-C', str(count), '-S', str(size)]
+    here = ['mckey', '-b', wire['ipv4'], *common]
+    there = ['mckey', '-b', wire['peer_ipv4'], *common]
+    recv_argv, send_argv = (here, there + ['-s']) if bzc_serves else \
+        (there, here + ['-s'])
+    before = h.hw_counters()
+    # The receiver first; the sender sends 3 s after its own join.
+    if bzc_serves:
+        recv = subprocess.Popen(recv_argv, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)
+    else:
+        recv = peer.start(recv_argv)
+    rcv = None
+    try:
+        deadline = time.monotonic() + 30
+        while group not in link_groups(None if bzc_serves else peer):
+            assert time.monotonic() < deadline, \
+                f'the receiver never joined {group}'
+            time.sleep(0.2)
+        if bzc_serves:
+            snd = peer.run(send_argv, check=False, timeout=th.PAIR_TIMEOUT)
+            out, _ = recv.communicate(timeout=30)
+            rcv = cr.Result(recv_argv, recv.returncode, out)
+        else:
+            snd = cr.run_client(send_argv, th.PAIR_TIMEOUT)
+            rcv = recv.wait(30)
+    finally:
+        if bzc_serves:
+            cr.stop(recv)
+        elif rcv is None or rcv.rc is None:
+            rcv = recv.stop()
+    for who, r in (('sender', snd), ('receiver', rcv)):
+        assert r.rc == 0 and 'data transfers complete' in r.out, \
+            f'{who} should complete:\n--- sender:\n{snd}\n--- ' \
+            f'receiver:\n{rcv}'
+    after = h.hw_counters()
+    key = 'rx_packets' if bzc_serves else 'tx_packets'
+    assert after[key] - before[key] >= count, \
+        f'{key}: {before[key]} -> {after[key]}, want {count} datagrams more'
+    if not bzc_serves:
+        assert group not in link_groups(), 'mckey left the group, yet ' \
+            'bzc0\'s netdev is still in it'
+
+
 def test_wire_packets_dissect(peer, wire, tmp_path):
     """bzc0 and the peer exchange RC, UC and UD SENDs (pingpong --chk, one
     over IPv6 link-local GIDs), WRITEs, READs and both atomics at path MTU
