@@ -334,13 +334,16 @@ def link_groups(peer=None):
 @wire_cases(('rxe', False), ('rxe', True), ('bzc', True))
 @pytest.mark.parametrize('bzc_serves', [False, True],
                          ids=['bzc-sends', 'bzc-receives'])
-def test_mckey(peer, wire, bzc_serves):
+def test_mckey(peer, wire, bzc_serves, tmp_path):
     """mckey (UD multicast over the RDMA CM) across the link: the receiver
     joins an IPv4 group (IGMP, and ibv_attach_mcast() on its QP), the
     sender's datagrams to the group (DQPN 0xffffff) leave its netdev once
     and every one reaches the receiver's QP. bzc0 sends to the peer's
     receiver, or receives from the peer's sender; its wire counters show
-    the datagrams crossed the link."""
+    the datagrams crossed the link. What bzc0 sends is captured: UD SENDs
+    to the group's MAC and address with DQPN 0xffffff, the right ICRC,
+    clean in Wireshark's dissector."""
+    import test_roce_codec as rcc
     count, size, group = 20, 512, '239.19.0.7'
     common = ['-m', group, '-C', str(count), '-S', str(size)]
     here = ['mckey', '-b', wire['ipv4'], *common]
@@ -348,6 +351,8 @@ def test_mckey(peer, wire, bzc_serves):
     recv_argv, send_argv = (here, there + ['-s']) if bzc_serves else \
         (there, here + ['-s'])
     before = h.hw_counters()
+    cap = None if bzc_serves else rcc.Capture(h.NETDEV,
+                                              str(tmp_path / 'mc.pcap'))
     # The receiver first; the sender sends 3 s after its own join.
     if bzc_serves:
         recv = subprocess.Popen(recv_argv, stdout=subprocess.PIPE,
@@ -374,6 +379,8 @@ def test_mckey(peer, wire, bzc_serves):
             cr.stop(recv)
         elif rcv is None or rcv.rc is None:
             rcv = recv.stop()
+        if cap:
+            cap.stop()
     for who, r in (('sender', snd), ('receiver', rcv)):
         assert r.rc == 0 and 'data transfers complete' in r.out, \
             f'{who} should complete:\n--- sender:\n{snd}\n--- ' \
@@ -385,6 +392,40 @@ def test_mckey(peer, wire, bzc_serves):
     if not bzc_serves:
         assert group not in link_groups(), 'mckey left the group, yet ' \
             'bzc0\'s netdev is still in it'
+        check_mcast_capture(cap.path, wire['ipv4'], group, count)
+
+
+def check_mcast_capture(pcap, src, group, count):
+    """bzc0's packets in pcap (each may show twice: sent, and the host
+    stack's multicast loopback copy) are UD SEND_ONLYs (mckey's carry an
+    immediate) to the group's MAC and address, DQPN 0xffffff, with the
+    right ICRC; tshark finds them clean."""
+    import test_roce_codec as rcc
+    out = rcc.codec('parse', pcap)
+    frames = rcc.read_pcap(pcap)
+    g = ipaddress.IPv4Address(group).packed
+    mac = bytes([0x01, 0x00, 0x5e, g[1] & 0x7f, g[2], g[3]])
+    ours = [o for o in out if rcc.l3_of(frames[o['frame'] - 1])[12:16] ==
+            ipaddress.IPv4Address(src).packed]
+    assert len(ours) >= count, \
+        f'{len(ours)} of bzc0\'s packets captured, want {count}: {out[:5]}'
+    ts = rcc.tshark_fields(pcap, {'infiniband.bth.destqp'})
+    for o in ours:
+        fr = frames[o['frame'] - 1]
+        l3 = rcc.l3_of(fr)
+        assert o['verdict'] == 'ok' and o['name'] in (
+            'UD_SEND_ONLY', 'UD_SEND_ONLY_WITH_IMMEDIATE'), o
+        assert fr[:6] == mac and l3[16:20] == g, \
+            f'frame {o["frame"]}: to {fr[:6].hex(":")} / ' \
+            f'{ipaddress.IPv4Address(l3[16:20])}, want {mac.hex(":")} / ' \
+            f'{group}'
+        assert fr[-4:] == rcc.ref_icrc(l3[:-4]), \
+            f'bzc0 sent a wrong ICRC: {o}'
+        row = ts[o['frame']]
+        assert [int(q, 0) for q in row['infiniband.bth.destqp']] == \
+            [0xffffff], f'frame {o["frame"]}: {row}'
+        assert not row['_ws.malformed'] and not rcc.expert_problems(row), \
+            f'tshark: frame {o["frame"]}: {row}'
 
 
 def test_wire_packets_dissect(peer, wire, tmp_path):
