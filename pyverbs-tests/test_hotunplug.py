@@ -407,15 +407,11 @@ def test_netdev_deletion_with_multicast_member():
     h.ip('addr', 'add', '198.18.7.1/24', 'dev', 'bzctmp0')
     h.ip('link', 'set', 'bzctmp0', 'up')
     h.link_add('bzctmp', 'bzctmp0')
-    child = subprocess.Popen(
-        [sys.executable, '-c', tm.CHILD, os.path.dirname(
-            os.path.abspath(__file__))],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, 'BZC_DEV': 'bzctmp', 'BZC_NETDEV': 'bzctmp0',
-             'BZC_IPV4': '198.18.7.1'})
+    child = None
     try:
-        line = child.stdout.readline()
-        assert line.strip().isdigit(), f'child said {line!r}'
+        child = tm.start_member({**os.environ, 'BZC_DEV': 'bzctmp',
+                                 'BZC_NETDEV': 'bzctmp0',
+                                 'BZC_IPV4': '198.18.7.1'})
         out = subprocess.run(['ip', 'maddr', 'show', 'dev', 'bzctmp0'],
                              capture_output=True, text=True).stdout
         assert tm.MGID in out, f'group not joined on bzctmp0:\n{out}'
@@ -424,6 +420,7 @@ def test_netdev_deletion_with_multicast_member():
                             REMOVE_TIMEOUT), \
             'device not removed while a member of a group'
     finally:
-        child.kill()
-        child.wait(timeout=60)
+        if child:
+            child.kill()
+            child.wait(timeout=60)
         h.ip('link', 'del', 'bzctmp0', check=False)

@@ -389,18 +389,28 @@ sys.stdin.read()
 """
 
 
+def start_member(env=None):
+    """A child process (CHILD) with a UD QP attached to MGID, once it is;
+    env: its environment (another device)."""
+    child = subprocess.Popen([sys.executable, '-c', CHILD,
+                              os.path.dirname(os.path.abspath(__file__))],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env)
+    line = child.stdout.readline()
+    if not line.strip().isdigit():
+        child.kill()
+        child.wait(timeout=60)
+        raise AssertionError(f'child said {line!r}')
+    return child
+
+
 def test_process_dies_attached(env):
     """A process killed with its QP attached: the kernel detaches and
     destroys the QP; the group's other members still get each datagram."""
     s, r = env.ud(), env.ud()
     assert env.attach(r) == 0
-    child = subprocess.Popen([sys.executable, '-c', CHILD,
-                              os.path.dirname(os.path.abspath(__file__))],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
+    child = start_member()
     try:
-        line = child.stdout.readline()
-        assert line.strip().isdigit(), f'child said {line!r}'
         post_recv(r, 80)
         data = env.rng.randbytes(80)
         send(env, s, data)
@@ -426,13 +436,8 @@ def test_process_dies_attached_leaves_group(env):
     """The only member's process killed: the kernel's cleanup detaches its
     QP, and the netdev leaves the group with it."""
     joined = {'inet6 ff0e::1234', 'link 33:33:00:00:12:34'}
-    child = subprocess.Popen([sys.executable, '-c', CHILD,
-                              os.path.dirname(os.path.abspath(__file__))],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
+    child = start_member()
     try:
-        line = child.stdout.readline()
-        assert line.strip().isdigit(), f'child said {line!r}'
         assert joined <= netdev_groups(), 'the child\'s group not joined'
     finally:
         child.kill()
