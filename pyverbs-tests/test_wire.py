@@ -245,6 +245,20 @@ def test_perftest_lat(peer, wire, tool, bzc_serves):
     perftest_pair(peer, wire, tool, bzc_serves)
 
 
+def check_perftest(cli, tool, size, iters, before):
+    """One result row for size bytes in the perftest client's output, and
+    at least iters packets each way on bzc0's wire counters since
+    before."""
+    after = wire_counters()
+    cols = cr.LAT_COLUMNS if tool.endswith('_lat') else cr.BW_COLUMNS
+    rows = cr.perftest_rows(cli.out, cols)
+    assert len(rows) == 1 and rows[0]['bytes'] == size, \
+        f'expected one result row for {size} bytes:\n{cli}'
+    assert after['tx_packets'] - before['tx_packets'] >= iters and \
+        after['rx_packets'] - before['rx_packets'] >= iters, \
+        f'before {before}, after {after}'
+
+
 def perftest_pair(peer, wire, tool, bzc_serves):
     """tool between bzc0 and the peer's device: one result row for the
     size and count asked for, and the packets on bzc0's wire counters."""
@@ -267,14 +281,73 @@ def perftest_pair(peer, wire, tool, bzc_serves):
     cli, srv = run_either(peer, wire, bzc_serves,
                           [tool, *common], [tool, *common, 'SRV_IP'],
                           port)
-    after = wire_counters()
-    cols = cr.LAT_COLUMNS if tool.endswith('_lat') else cr.BW_COLUMNS
-    rows = cr.perftest_rows(cli.out, cols)
-    assert len(rows) == 1 and rows[0]['bytes'] == size, \
-        f'expected one result row for {size} bytes:\n{cli}'
-    assert after['tx_packets'] - before['tx_packets'] >= iters and \
-        after['rx_packets'] - before['rx_packets'] >= iters, \
-        f'before {before}, after {after}'
+    check_perftest(cli, tool, size, iters, before)
+
+
+def cm_listening(port, peer=None):
+    """Whether an RDMA CM ID listens on port, here or on the peer
+    (`rdma resource show cm_id`)."""
+    argv = ['rdma', 'resource', 'show', 'cm_id']
+    out = peer.run(argv, check=False).out if peer else \
+        subprocess.run(argv, capture_output=True, text=True).stdout
+    return any('state LISTEN' in line and f':{port} ' in line + ' '
+               for line in out.splitlines())
+
+
+@pytest.mark.parametrize('bzc_serves', [False, True],
+                         ids=['bzc-client', 'bzc-server'])
+@pytest.mark.parametrize('tool', ['ib_write_bw', 'ib_send_lat'])
+def test_perftest_rdma_cm(peer, wire, tool, bzc_serves):
+    """perftest -R across the link: the control exchange and the data
+    connection both set up by the RDMA CM (its MADs on the GSI QPs), then
+    one result row and the packets on bzc0's wire counters. The client
+    starts once the server's CM ID listens."""
+    size, iters = (65536, 50) if tool.endswith('_bw') else (8, 50)
+    port = cr.free_tcp_port()
+    common = [tool, '-d', 'DEV', '-x', 'GIDX', '-F', '-R', '-s', str(size),
+              '-n', str(iters), '-p', str(port)]
+    here_side = (wire['dev'], str(wire['gidx']))
+    peer_side = (wire['peer_dev'], str(wire['peer_gidx']))
+
+    def fill(argv, side, srv_ip=None):
+        words = {'DEV': side[0], 'GIDX': side[1]}
+        return [words.get(a, a) for a in argv] + ([srv_ip] if srv_ip else [])
+    before = wire_counters()
+    deadline = time.monotonic() + th.PAIR_TIMEOUT / 2
+    if bzc_serves:
+        srv_p = subprocess.Popen(fill(common, here_side),
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True,
+                                 stdin=subprocess.DEVNULL)
+        try:
+            while not cm_listening(port):
+                assert srv_p.poll() is None and \
+                    time.monotonic() < deadline, \
+                    f'{tool} -R: bzc0 not listening on {port}'
+                time.sleep(0.2)
+            cli = peer.run(fill(common, peer_side, wire['ipv4']),
+                           check=False, timeout=th.PAIR_TIMEOUT)
+            out, _ = srv_p.communicate(
+                timeout=th.PAIR_TIMEOUT if cli.rc == 0 else 5)
+        finally:
+            cr.stop(srv_p)
+        srv = cr.Result(srv_p.args, srv_p.returncode, out)
+    else:
+        srv = None
+        bg = peer.start(fill(common, peer_side))
+        try:
+            while not cm_listening(port, peer):
+                assert time.monotonic() < deadline, \
+                    f'{tool} -R: the peer not listening on {port}'
+                time.sleep(0.2)
+            cli = cr.run_client(fill(common, here_side, wire['peer_ipv4']),
+                                th.PAIR_TIMEOUT)
+            srv = bg.wait(th.PAIR_TIMEOUT if cli.rc == 0 else 5)
+        finally:
+            if srv is None or srv.rc is None:
+                srv = bg.stop()
+    th.check_ok(cli, srv)
+    check_perftest(cli, tool, size, iters, before)
 
 
 def rdma_cm_retry(out):
