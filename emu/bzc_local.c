@@ -75,8 +75,9 @@ static void bzc_peer_put(struct bzc_peer *peer)
 /*
  * A UD send to a multicast GID: one copy to every QP attached to the group
  * on this device, the sender's own QP included, each taking it as a unicast
- * datagram (Q_Key check, dropped without a receive). Members are referenced
- * under the group lock and served outside it.
+ * datagram (Q_Key check, dropped without a receive), and one on the wire
+ * for the group's members elsewhere. Members are referenced under the
+ * group lock and served outside it.
  */
 static void bzc_local_mcast(struct bzc_qp *qp, const struct bzc_msg *msg,
 			    const struct bzc_resp_scratch *scratch,
@@ -94,6 +95,7 @@ static void bzc_local_mcast(struct bzc_qp *qp, const struct bzc_msg *msg,
 		bzc_resp_execute(members[i], msg, scratch, may_sleep, res);
 		bzc_qp_put(members[i]);
 	}
+	bzc_roce_xport.send(qp, msg, may_sleep, res);
 }
 
 /**
@@ -119,12 +121,9 @@ bool bzc_local_send(struct bzc_qp *qp, const struct bzc_msg *msg,
 	struct bzc_peer peer;
 	bool taken;
 
-	/* A group's members here, and once on the wire for the others. */
 	if (bzc_type_ud(msg->type) &&
 	    rdma_is_multicast_addr((struct in6_addr *)msg->av->dgid.raw)) {
 		bzc_local_mcast(qp, msg, &scratch, may_sleep, res);
-		if (msg->dqpn == BZC_MCAST_QPN)
-			bzc_roce_xport.send(qp, msg, may_sleep, res);
 		return true;
 	}
 	/*

@@ -41,7 +41,6 @@ static bool bzc_rx_is_ours(struct sk_buff *skb, struct net_device *ndev,
 			   const struct bzc_dev *bdev)
 {
 	bool mc = READ_ONCE(bdev->mc_groups);
-
 	const struct udphdr *uh;
 	unsigned int ihl;
 
