@@ -94,13 +94,20 @@ def assert_crossed(before, after, nbytes, what):
         f'{LINK} sent {sent} here and received {received} on the peer'
 
 
-def start_server(peer, argv, port=None):
-    """Start argv on the peer; with a TCP port, wait until it listens."""
+def start_server(peer, argv, port=None, listening=None):
+    """Start argv on the peer; with a TCP port, wait until it listens, or
+    until listening(peer) says it does (a server on the RDMA CM: port
+    then only names it)."""
     srv = peer.start(argv)
-    if port is None:
-        return srv
+    if listening is None:
+        if port is None:
+            return srv
+
+        def listening(p):
+            return bool(p.run(['ss', '-Htln', f'sport = :{port}'])
+                        .out.strip())
     deadline = time.monotonic() + PAIR_TIMEOUT / 2
-    while not peer.run(['ss', '-Htln', f'sport = :{port}']).out.strip():
+    while not listening(peer):
         r = srv.wait(0)
         if r.rc is not None:
             raise cr.ClientError(f'server on the peer exited before '
@@ -112,12 +119,14 @@ def start_server(peer, argv, port=None):
     return srv
 
 
-def run_pair(peer, server, client, port=None, retry_if=None):
+def run_pair(peer, server, client, port=None, retry_if=None,
+             listening=None):
     """Server on the peer, client here; (client, server) Results, both
     ended.  retry_if(client output): rerun a client that found nobody
-    listening yet (servers without a TCP port)."""
+    listening yet (servers without a TCP port); listening: as
+    start_server()'s."""
     deadline = time.monotonic() + PAIR_TIMEOUT
-    srv = start_server(peer, server, port)
+    srv = start_server(peer, server, port, listening)
     try:
         while True:
             cli = cr.run_client(client, max(1, deadline - time.monotonic()))

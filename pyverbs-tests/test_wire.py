@@ -173,11 +173,13 @@ def test_connected_pingpong(peer, wire, client, bzc_serves):
 
 
 def run_either(peer, wire, bzc_serves, server, client, port=None,
-               retry_if=None):
+               retry_if=None, listening=None):
     """server and client argv lists between bzc0 and the peer's device,
     bzc0 serving or not, with DEV, GIDX (the side's device and RoCE v2 GID
     index) and SRV_IP (the server's address) filled in; both ended, both
-    checked to exit 0."""
+    checked to exit 0. The client starts once the server listens on the
+    TCP port, or once listening(peer, or None here) says it does (port
+    then only names it)."""
     here_side = (wire['dev'], str(wire['gidx']))
     peer_side = (wire['peer_dev'], str(wire['peer_gidx']))
     srv_ip = wire['ipv4'] if bzc_serves else wire['peer_ipv4']
@@ -190,7 +192,7 @@ def run_either(peer, wire, bzc_serves, server, client, port=None,
     if not bzc_serves:
         cli, srv = th.run_pair(
             peer, fill(server, peer_side), fill(client, here_side), port,
-            retry_if=retry_if)
+            retry_if=retry_if, listening=listening)
     else:
         here = fill(server, here_side)
         proc = subprocess.Popen(here, stdout=subprocess.PIPE,
@@ -199,8 +201,9 @@ def run_either(peer, wire, bzc_serves, server, client, port=None,
         try:
             deadline = time.monotonic() + th.PAIR_TIMEOUT
             while True:
-                if port is not None:
-                    while not cr.tcp_listening(port):
+                if listening or port is not None:
+                    while not (listening(None) if listening else
+                               cr.tcp_listening(port)):
                         assert proc.poll() is None and \
                             time.monotonic() < deadline, \
                             f'{here}: not listening on {port}'
@@ -306,47 +309,9 @@ def test_perftest_rdma_cm(peer, wire, tool, bzc_serves):
     port = cr.free_tcp_port()
     common = [tool, '-d', 'DEV', '-x', 'GIDX', '-F', '-R', '-s', str(size),
               '-n', str(iters), '-p', str(port)]
-    here_side = (wire['dev'], str(wire['gidx']))
-    peer_side = (wire['peer_dev'], str(wire['peer_gidx']))
-
-    def fill(argv, side, srv_ip=None):
-        words = {'DEV': side[0], 'GIDX': side[1]}
-        return [words.get(a, a) for a in argv] + ([srv_ip] if srv_ip else [])
     before = wire_counters()
-    deadline = time.monotonic() + th.PAIR_TIMEOUT / 2
-    if bzc_serves:
-        srv_p = subprocess.Popen(fill(common, here_side),
-                                 stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True,
-                                 stdin=subprocess.DEVNULL)
-        try:
-            while not cm_listening(port):
-                assert srv_p.poll() is None and \
-                    time.monotonic() < deadline, \
-                    f'{tool} -R: bzc0 not listening on {port}'
-                time.sleep(0.2)
-            cli = peer.run(fill(common, peer_side, wire['ipv4']),
-                           check=False, timeout=th.PAIR_TIMEOUT)
-            out, _ = srv_p.communicate(
-                timeout=th.PAIR_TIMEOUT if cli.rc == 0 else 5)
-        finally:
-            cr.stop(srv_p)
-        srv = cr.Result(srv_p.args, srv_p.returncode, out)
-    else:
-        srv = None
-        bg = peer.start(fill(common, peer_side))
-        try:
-            while not cm_listening(port, peer):
-                assert time.monotonic() < deadline, \
-                    f'{tool} -R: the peer not listening on {port}'
-                time.sleep(0.2)
-            cli = cr.run_client(fill(common, here_side, wire['peer_ipv4']),
-                                th.PAIR_TIMEOUT)
-            srv = bg.wait(th.PAIR_TIMEOUT if cli.rc == 0 else 5)
-        finally:
-            if srv is None or srv.rc is None:
-                srv = bg.stop()
-    th.check_ok(cli, srv)
+    cli, _ = run_either(peer, wire, bzc_serves, common, [*common, 'SRV_IP'],
+                        port, listening=lambda p: cm_listening(port, p))
     check_perftest(cli, tool, size, iters, before)
 
 
