@@ -82,6 +82,22 @@ check_kernel_log() {
 	if [[ -n $bad ]]; then
 		say "kernel log shows problems:"
 		printf '%s\n' "$bad" >&2
+		say "the first report:"
+		kernel_report "$src" "${bad%%$'\n'*}" >&2
 		return 1
 	fi
+}
+
+# kernel_report FILE LINE: the report in FILE that starts at LINE (a line
+# kernel_problems printed), whole: the faulting RIP, the registers and the
+# call trace say where a one-off crash happened, and the saved log may not
+# outlive the machine that ran it (CI). Up to the report's end marker, at
+# most 50 lines, without the "Code:" byte dump.
+kernel_report() {
+	awk -v first="$2" '
+	!on && $0 == first { on = 1 }
+	!on { next }
+	/ Code: / { next }
+	{ print; if (++n == 50) exit }
+	/---\[ end trace|Kernel panic - not syncing|<\/TASK>/ && n > 1 { exit }' "$1"
 }
