@@ -239,6 +239,7 @@ def test_perftest_bw(peer, wire, tool, bzc_serves):
     perftest_pair(peer, wire, tool, bzc_serves)
 
 
+@both_peers_once
 @pytest.mark.parametrize('bzc_serves', [False, True],
                          ids=['bzc-client', 'bzc-server'])
 @pytest.mark.parametrize('tool', [t for t in PERFTESTS if t.endswith('_lat')])
@@ -297,6 +298,7 @@ def cm_listening(port, peer=None):
                for line in out.splitlines())
 
 
+@both_peers_once
 @pytest.mark.parametrize('bzc_serves', [False, True],
                          ids=['bzc-client', 'bzc-server'])
 @pytest.mark.parametrize('tool', ['ib_write_bw', 'ib_send_lat'])
@@ -340,6 +342,7 @@ def test_rping(peer, wire, bzc_serves):
             f'{who}: expected pings 0..{count - 1}:\n{r}'
 
 
+@both_peers_once
 @pytest.mark.parametrize('bzc_serves', [False, True],
                          ids=['bzc-client', 'bzc-server'])
 @pytest.mark.parametrize('tool', ['udaddy', 'ucmatose'])
