@@ -150,6 +150,12 @@ struct bzc_dev {
 	struct bzc_sgl *rx_payload;
 	struct page **rx_pages;
 	bool rx_attached;
+	/*
+	 * The sockets multicast datagrams go out with, one per IP version
+	 * (bzc_net.c): set while rx_attached, read under RCU.
+	 */
+	struct socket __rcu *mc_sock4;
+	struct socket __rcu *mc_sock6;
 };
 
 /* Count `n` on this CPU's copy of a counter; any context. */
@@ -818,6 +824,7 @@ int bzc_net_init(struct bzc_dev *bdev);
 int bzc_net_attach(struct bzc_dev *bdev);
 int bzc_net_take_over(struct net_device *ndev);
 void bzc_net_detach(struct bzc_dev *bdev);
+struct sock *bzc_net_mc_sk(struct bzc_dev *bdev, bool v4);
 void bzc_net_cleanup(struct bzc_dev *bdev);
 int bzc_net_mc_join(struct bzc_dev *bdev, const union ib_gid *mgid);
 void bzc_net_mc_leave(struct bzc_dev *bdev, const union ib_gid *mgid);

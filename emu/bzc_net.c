@@ -17,12 +17,16 @@
  * does.
  */
 #include <linux/igmp.h>
+#include <linux/in.h>
+#include <linux/in6.h>
 #include <linux/inetdevice.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/net.h>
 #include <linux/udp.h>
 #include <linux/rtnetlink.h>
 #include <net/addrconf.h>
+#include <net/sock.h>
 #include <rdma/ib_addr.h>
 
 #include "bzc_xport.h"
@@ -128,6 +132,54 @@ int bzc_net_init(struct bzc_dev *bdev)
 	return -ENOMEM;
 }
 
+/*
+ * A kernel UDP socket in the netdev's namespace, never bound, that the
+ * device's multicast datagrams are sent with. Its IP_MULTICAST_LOOP
+ * (IPV6_MULTICAST_LOOP) is off: without a socket the stack loops a copy
+ * of every multicast packet back into itself (ip_mc_output(),
+ * ip6_finish_output2()), where it would reach a local UDP 4791 socket,
+ * rxe's, or be counted and dropped. This device's own members have theirs
+ * from bzc_local_mcast(), as a NIC's do. NULL when the family is missing
+ * (IPv6 disabled): the copy then comes back as before.
+ */
+static struct socket *bzc_net_mc_sock(struct net_device *ndev, int family)
+{
+	struct socket *sock;
+	int off = 0, err;
+
+	if (sock_create_kern(dev_net(ndev), family, SOCK_DGRAM, IPPROTO_UDP,
+			     &sock))
+		return NULL;
+	if (family == AF_INET)
+		err = sock->ops->setsockopt(sock, SOL_IP, IP_MULTICAST_LOOP,
+					    KERNEL_SOCKPTR(&off), sizeof(off));
+	else
+		err = sock->ops->setsockopt(sock, SOL_IPV6, IPV6_MULTICAST_LOOP,
+					    KERNEL_SOCKPTR(&off), sizeof(off));
+	if (err) {
+		sock_release(sock);
+		return NULL;
+	}
+	return sock;
+}
+
+/**
+ * bzc_net_mc_sk() - the socket a multicast datagram is sent with
+ * @bdev: the sending device
+ * @v4: an IPv4 datagram
+ *
+ * Caller holds the RCU read lock until the packet is handed to the stack.
+ *
+ * Return: the socket's sock, or NULL (the stack loops a copy back).
+ */
+struct sock *bzc_net_mc_sk(struct bzc_dev *bdev, bool v4)
+{
+	struct socket *sock = v4 ? rcu_dereference(bdev->mc_sock4) :
+				   rcu_dereference(bdev->mc_sock6);
+
+	return sock ? sock->sk : NULL;
+}
+
 /**
  * bzc_net_attach() - start taking the netdev's RoCE v2 packets; RTNL held
  * @bdev: the device, registered
@@ -153,6 +205,8 @@ int bzc_net_attach(struct bzc_dev *bdev)
 	}
 	dev_hold(bdev->ndev);
 	bdev->rx_attached = true;
+	rcu_assign_pointer(bdev->mc_sock4, bzc_net_mc_sock(bdev->ndev, AF_INET));
+	rcu_assign_pointer(bdev->mc_sock6, bzc_net_mc_sock(bdev->ndev, AF_INET6));
 	return 0;
 }
 
@@ -184,11 +238,23 @@ int bzc_net_take_over(struct net_device *ndev)
  */
 void bzc_net_detach(struct bzc_dev *bdev)
 {
+	struct socket *sock4, *sock6;
+
 	ASSERT_RTNL();
 	if (!bdev->rx_attached)
 		return;
 	netdev_rx_handler_unregister(bdev->ndev);
 	bdev->rx_attached = false;
+	/* Released while their namespace is sure to exist. */
+	sock4 = rtnl_dereference(bdev->mc_sock4);
+	sock6 = rtnl_dereference(bdev->mc_sock6);
+	RCU_INIT_POINTER(bdev->mc_sock4, NULL);
+	RCU_INIT_POINTER(bdev->mc_sock6, NULL);
+	synchronize_net();
+	if (sock4)
+		sock_release(sock4);
+	if (sock6)
+		sock_release(sock6);
 	dev_put(bdev->ndev);
 }
 

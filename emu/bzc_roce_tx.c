@@ -18,6 +18,7 @@
 #include <net/ipv6_stubs.h>
 #include <net/route.h>
 #include <net/ip6_route.h>
+#include <rdma/ib_addr.h>
 #include <rdma/ib_verbs.h>
 
 #include "bzc_xport.h"
@@ -109,6 +110,7 @@ int bzc_roce_xmit(struct bzc_dev *bdev, const struct bzc_roce_dest *d,
 	u32 pad = -h->paylen & 3;
 	u32 roce_len = op->hdr_len + h->paylen + pad + BZC_ICRC_LEN;
 	struct sk_buff *skb;
+	struct sock *sk;
 	__le32 icrc;
 	u8 *p;
 	int err;
@@ -150,10 +152,14 @@ int bzc_roce_xmit(struct bzc_dev *bdev, const struct bzc_roce_dest *d,
 		skb_set_owner_w(skb, d->owner);
 	bzc_count(bdev, BZC_CNT_TX_PKTS, 1);
 	bzc_count(bdev, BZC_CNT_TX_BYTES, skb->len);
+	rcu_read_lock();
+	sk = rdma_is_multicast_addr((struct in6_addr *)d->ip.dgid) ?
+	     bzc_net_mc_sk(bdev, d->v4) : NULL;
 	if (d->v4)
-		err = ip_local_out(dev_net(ndev), NULL, skb);
+		err = ip_local_out(dev_net(ndev), sk, skb);
 	else
-		err = ip6_local_out(dev_net(ndev), NULL, skb);
+		err = ip6_local_out(dev_net(ndev), sk, skb);
+	rcu_read_unlock();
 	return net_xmit_eval(err) ? -ENOBUFS : 0;
 }
 

@@ -345,6 +345,39 @@ def test_attach_joins_group_on_netdev(env, gid, joined):
         'detachment'
 
 
+def udp_received():
+    """The host stack's count of UDP datagrams over IPv4 that came in for
+    local delivery, delivered or not (/proc/net/snmp)."""
+    with open('/proc/net/snmp') as f:
+        rows = [line.split() for line in f if line.startswith('Udp:')]
+    c = dict(zip(rows[0][1:], rows[1][1:]))
+    return sum(int(c[k]) for k in
+               ('InDatagrams', 'NoPorts', 'InErrors', 'IgnoredMulti'))
+
+
+def test_send_is_not_looped_into_host_stack(env):
+    """A multicast datagram reaches this device's members from the device
+    itself and leaves once on the netdev; the host's IP stack gets no copy
+    of it back (IP_MULTICAST_LOOP off, as for a socket that asks so),
+    although the attachment joined the group there. (IPv4: the device's
+    GID here is IPv4-mapped, and a datagram from it to an IPv6 group does
+    not go on the wire.)"""
+    n, gid = 20, '::ffff:239.19.2.4'
+    s, r = env.ud(), env.ud()
+    assert env.attach(r, gid) == 0
+    before, tx = udp_received(), h.hw_counters()['tx_packets']
+    for i in range(n):
+        post_recv(r, 64, wr_id=i)
+        data = env.rng.randbytes(64)
+        send(env, s, data, gid=gid, wr_id=100 + i)
+        check_got(env, r, s, data, gid=gid, wr_id=i)
+    sent = h.hw_counters()['tx_packets'] - tx
+    assert sent >= n, f'{sent} packets on the wire for {n} datagrams'
+    got = udp_received() - before
+    assert got < n, f'the host stack took {got} UDP datagrams in while ' \
+        f'{n} multicast datagrams were sent: the sends loop back'
+
+
 def test_group_size_limit(env):
     """max_mcast_qp_attach QPs fit in a group; one more: ENOMEM."""
     limit = env.ctx.query_device().max_mcast_qp_attach
