@@ -81,6 +81,13 @@ def mgid_raw(text):
     return ipaddress.IPv6Address(text).packed
 
 
+def mgid_text(text):
+    """text as pyverbs' GID takes it: eight groups of four hex digits
+    (ipaddress's exploded form keeps an IPv4-mapped address's dotted tail
+    from Python 3.13 on)."""
+    return mgid_raw(text).hex(':', 2)
+
+
 def _attach(end, gid):
     return _ibv.ibv_attach_mcast(ibv_qp_ptr(end.qp), mgid_raw(gid), 0)
 
@@ -134,7 +141,7 @@ class Env(h.VerbsEnv):
     def ah(self, gid=MGID):
         if gid not in self.ahs:
             self.ahs[gid] = AH(self.pd, attr=h.ah_attr_for(
-                GID(ipaddress.IPv6Address(gid).exploded), self.gid_index))
+                GID(mgid_text(gid)), self.gid_index))
         return self.ahs[gid]
 
     def close(self):
