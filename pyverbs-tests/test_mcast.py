@@ -4,19 +4,12 @@ sends to a multicast GID (remote QPN 0xffffff), delivered to every UD QP
 attached to the group on the device, each with the 40-byte GRH (SGID the
 sender's, DGID the group's) and src_qp the sender's QPN.
 
-pyverbs 44 has no attach/detach, so the tests call libibverbs' own
-ibv_attach_mcast()/ibv_detach_mcast() through ctypes on the struct ibv_qp
-behind the pyverbs QP (found in the QP object and checked by its qp_num,
-qp_type and state, read through /proc/self/mem so that a wrong guess
-cannot crash the test).
+pyverbs 44 has no attach/detach: mcast_verbs.py calls libibverbs' own.
 """
 
-import ctypes
 import errno
-import ipaddress
 import os
 import random
-import struct
 import subprocess
 import sys
 
@@ -28,6 +21,7 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 import pytest
 
 import bzc_helpers as h
+import mcast_verbs as mv
 from bzc_helpers import assert_quiet
 
 pytestmark = pytest.mark.keeps_netdev
@@ -40,60 +34,12 @@ SPARE = 8
 SEND_OFF = 2048
 FILL = 0x5a
 
-_ibv = ctypes.CDLL('libibverbs.so.1', use_errno=True)
-for _fn in (_ibv.ibv_attach_mcast, _ibv.ibv_detach_mcast):
-    _fn.restype = ctypes.c_int
-    _fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint16]
-
-
-def _peek(addr, n):
-    """n bytes at addr of this process, or None where nothing is mapped."""
-    try:
-        with open('/proc/self/mem', 'rb', buffering=0) as f:
-            f.seek(addr)
-            return f.read(n)
-    except (OSError, ValueError, OverflowError):
-        return None
-
-
-def ibv_qp_ptr(qp):
-    """The struct ibv_qp * of a pyverbs QP: the one pointer in the object
-    that points at {..., handle, qp_num, state, qp_type} with this QP's
-    number and type (rdma-core 44 layout: qp_num at 52, qp_type at 60)."""
-    raw = ctypes.string_at(id(qp), type(qp).__basicsize__)
-    found = set()
-    for off in range(0, len(raw) - 7, 8):
-        ptr = struct.unpack_from('<Q', raw, off)[0]
-        if ptr < 4096:
-            continue
-        mem = _peek(ptr, 64)
-        if mem is None or len(mem) < 64:
-            continue
-        qp_num, state, qp_type = struct.unpack_from('<III', mem, 52)
-        if qp_num == qp.qp_num and qp_type == qp.qp_type and state <= 6:
-            found.add(ptr)
-    assert len(found) == 1, \
-        f'QP {qp.qp_num}: {len(found)} candidate struct ibv_qp pointers'
-    return found.pop()
-
-
-def mgid_raw(text):
-    return ipaddress.IPv6Address(text).packed
-
-
-def mgid_text(text):
-    """text as pyverbs' GID takes it: eight groups of four hex digits
-    (ipaddress's exploded form keeps an IPv4-mapped address's dotted tail
-    from Python 3.13 on)."""
-    return mgid_raw(text).hex(':', 2)
-
-
 def _attach(end, gid):
-    return _ibv.ibv_attach_mcast(ibv_qp_ptr(end.qp), mgid_raw(gid), 0)
+    return mv.attach(end.qp, gid)
 
 
 def _detach(end, gid):
-    return _ibv.ibv_detach_mcast(ibv_qp_ptr(end.qp), mgid_raw(gid), 0)
+    return mv.detach(end.qp, gid)
 
 
 class Env(h.VerbsEnv):
@@ -141,7 +87,7 @@ class Env(h.VerbsEnv):
     def ah(self, gid=MGID):
         if gid not in self.ahs:
             self.ahs[gid] = AH(self.pd, attr=h.ah_attr_for(
-                GID(mgid_text(gid)), self.gid_index))
+                GID(mv.mgid_text(gid)), self.gid_index))
         return self.ahs[gid]
 
     def close(self):
@@ -203,8 +149,8 @@ def check_got(env, end, sender, data, gid=MGID, wr_id=1):
     grh = got[:h.GRH_BYTES]
     assert grh[8:24] == h.gid_raw(env.gid), \
         f'{what}: GRH SGID {grh[8:24].hex()}, want the sender\'s'
-    assert grh[24:40] == mgid_raw(gid), \
-        f'{what}: GRH DGID {grh[24:40].hex()}, want {mgid_raw(gid).hex()}'
+    assert grh[24:40] == mv.mgid_raw(gid), \
+        f'{what}: GRH DGID {grh[24:40].hex()}, want {mv.mgid_raw(gid).hex()}'
     assert got[h.GRH_BYTES:h.GRH_BYTES + len(data)] == data, \
         f'{what}: payload differs'
     assert got[-SPARE:] == bytes([FILL]) * SPARE, \

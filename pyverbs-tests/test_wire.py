@@ -20,7 +20,9 @@ from anywhere but the link.
 """
 
 import contextlib
+import hashlib
 import ipaddress
+import json
 import os
 import shutil
 import subprocess
@@ -362,14 +364,16 @@ def test_rdma_cm_clients(peer, wire, tool, bzc_serves):
 
 
 def link_groups(peer=None):
-    """The IPv4 multicast groups the bzc link's netdev has joined, here or
-    on the peer (`ip maddr`)."""
+    """The multicast addresses the bzc link's netdev has joined, here or on
+    the peer (`ip maddr`), as 'inet 239.1.2.3', 'inet6 ff05::1' or
+    'link 33:33:00:00:00:01'."""
     dev = peer.env.get('BZC_NETDEV', h.NETDEV) if peer else h.NETDEV
-    argv = ['ip', '-4', 'maddr', 'show', 'dev', dev]
+    argv = ['ip', 'maddr', 'show', 'dev', dev]
     out = peer.run(argv).out if peer else \
         subprocess.run(argv, check=True, capture_output=True,
                        text=True).stdout
-    return set(re.findall(r'^\s+inet\s+(\S+)', out, re.M))
+    return {' '.join(m) for m in
+            re.findall(r'^\s+(link|inet|inet6)\s+(\S+)', out, re.M)}
 
 
 @wire_cases(('rxe', False), ('rxe', True), ('bzc', True))
@@ -383,12 +387,14 @@ def test_mckey(peer, wire, bzc_serves, tmp_path):
     receiver, or receives from the peer's sender; its wire counters show
     the datagrams crossed the link. What bzc0 sends is captured: UD SENDs
     to the group's MAC and address with DQPN 0xffffff, the right ICRC,
-    clean in Wireshark's dissector."""
+    clean in Wireshark's dissector. (The RDMA CM refuses IPv6 groups on
+    RoCE v2, ENOTSUPP: test_mcast_wire sends to one with verbs.)"""
     import test_roce_codec as rcc
     count, size, group = 20, 512, '239.19.0.7'
+    src, peer_src = wire['ipv4'], wire['peer_ipv4']
     common = ['-m', group, '-C', str(count), '-S', str(size)]
-    here = ['mckey', '-b', wire['ipv4'], *common]
-    there = ['mckey', '-b', wire['peer_ipv4'], *common]
+    here = ['mckey', '-b', src, *common]
+    there = ['mckey', '-b', peer_src, *common]
     recv_argv, send_argv = (here, there + ['-s']) if bzc_serves else \
         (there, here + ['-s'])
     before = h.hw_counters()
@@ -404,7 +410,8 @@ def test_mckey(peer, wire, bzc_serves, tmp_path):
     rcv = None
     try:
         deadline = time.monotonic() + 30
-        while group not in link_groups(None if bzc_serves else peer):
+        while f'inet {group}' not in link_groups(
+                None if bzc_serves else peer):
             assert time.monotonic() < deadline, \
                 f'the receiver never joined {group}'
             time.sleep(0.2)
@@ -431,23 +438,31 @@ def test_mckey(peer, wire, bzc_serves, tmp_path):
     assert after[key] - before[key] >= count, \
         f'{key}: {before[key]} -> {after[key]}, want {count} datagrams more'
     if not bzc_serves:
-        assert group not in link_groups(), 'mckey left the group, yet ' \
-            'bzc0\'s netdev is still in it'
-        check_mcast_capture(cap.path, wire['ipv4'], group, count)
+        assert f'inet {group}' not in link_groups(), 'mckey left the ' \
+            'group, yet bzc0\'s netdev is still in it'
+        check_mcast_capture(cap.path, src, group, count)
 
 
 def check_mcast_capture(pcap, src, group, count):
     """bzc0's packets in pcap (each may show twice: sent, and the host
     stack's multicast loopback copy) are UD SEND_ONLYs (mckey's carry an
-    immediate) to the group's MAC and address, DQPN 0xffffff, with the
-    right ICRC; tshark finds them clean."""
+    immediate) from `src` to the group's MAC and address, DQPN 0xffffff,
+    with the right ICRC; tshark finds them clean. IPv4 or IPv6, as the
+    addresses are."""
     import test_roce_codec as rcc
     out = rcc.codec('parse', pcap)
     frames = rcc.read_pcap(pcap)
-    g = ipaddress.IPv4Address(group).packed
-    mac = bytes([0x01, 0x00, 0x5e, g[1] & 0x7f, g[2], g[3]])
-    ours = [o for o in out if rcc.l3_of(frames[o['frame'] - 1])[12:16] ==
-            ipaddress.IPv4Address(src).packed]
+    g = ipaddress.ip_address(group)
+    s = ipaddress.ip_address(src).packed
+    if g.version == 4:
+        gb = g.packed
+        mac = bytes([0x01, 0x00, 0x5e, gb[1] & 0x7f, gb[2], gb[3]])
+        src_at, dst_at, ethertype = slice(12, 16), slice(16, 20), b'\x08\x00'
+    else:
+        mac = b'\x33\x33' + g.packed[12:]
+        src_at, dst_at, ethertype = slice(8, 24), slice(24, 40), b'\x86\xdd'
+    ours = [o for o in out if frames[o['frame'] - 1][12:14] == ethertype
+            and rcc.l3_of(frames[o['frame'] - 1])[src_at] == s]
     assert len(ours) >= count, \
         f'{len(ours)} of bzc0\'s packets captured, want {count}: {out[:5]}'
     ts = rcc.tshark_fields(pcap, {'infiniband.bth.destqp'})
@@ -456,10 +471,10 @@ def check_mcast_capture(pcap, src, group, count):
         l3 = rcc.l3_of(fr)
         assert o['verdict'] == 'ok' and o['name'] in (
             'UD_SEND_ONLY', 'UD_SEND_ONLY_WITH_IMMEDIATE'), o
-        assert fr[:6] == mac and l3[16:20] == g, \
+        assert fr[:6] == mac and l3[dst_at] == g.packed, \
             f'frame {o["frame"]}: to {fr[:6].hex(":")} / ' \
-            f'{ipaddress.IPv4Address(l3[16:20])}, want {mac.hex(":")} / ' \
-            f'{group}'
+            f'{ipaddress.ip_address(bytes(l3[dst_at]))}, want ' \
+            f'{mac.hex(":")} / {group}'
         assert fr[-4:] == rcc.ref_icrc(l3[:-4]), \
             f'bzc0 sent a wrong ICRC: {o}'
         row = ts[o['frame']]
@@ -467,6 +482,95 @@ def check_mcast_capture(pcap, src, group, count):
             [0xffffff], f'frame {o["frame"]}: {row}'
         assert not row['_ws.malformed'] and not rcc.expert_problems(row), \
             f'tshark: frame {o["frame"]}: {row}'
+
+
+MCAST_PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          'mcast_wire_peer.py')
+
+
+@wire_cases(('rxe', False), ('rxe', True), ('bzc', True))
+@pytest.mark.parametrize('bzc_serves', [False, True],
+                         ids=['bzc-sends', 'bzc-receives'])
+def test_mcast_wire_ipv6(peer, wire, peer_kind, bzc_serves, tmp_path):
+    """UD multicast to an IPv6 group across the link, with verbs
+    (mcast_wire_peer.py on both machines): the receiver's QP attaches to
+    ff0e::19:7, the sender sends 20 datagrams of 512 bytes from its IPv6
+    link-local GID to the group (DQPN 0xffffff), and every one arrives
+    intact at the receiver's QP with the GRH naming the sender's GID and
+    the group, src_qp the sender's QPN. bzc0 sends (captured: to
+    33:33:00:19:00:07 and the group, the right ICRC, clean in Wireshark's
+    dissector) or receives (its netdev joined the group, MLD). rxe1 receives
+    with the host joined to the group as well (mcast_wire_peer.py's
+    host-join: rxe's attach alone does not get the IPv6 layer to deliver
+    the group's datagrams to it)."""
+    import mcast_wire_peer as mwp
+    import test_roce_codec as rcc
+    count, size, group = 20, 512, 'ff0e::19:7'
+    local = {i: (g, t) for i, (g, t, _) in h.sysfs_gids(BZC).items()}
+    remote = th.peer_gids(peer, wire['peer_dev'])
+    gidx = rcc.link_local_index(local, 'here')
+    peer_gidx = rcc.link_local_index(remote, 'on the peer')
+    here = ['/usr/bin/python3', MCAST_PEER, BZC, str(gidx), group]
+    there = ['/usr/bin/python3', MCAST_PEER, wire['peer_dev'],
+             str(peer_gidx), group]
+    sizes = [str(count), str(size)]
+    before = h.hw_counters()
+    cap = None if bzc_serves else rcc.Capture(h.NETDEV,
+                                              str(tmp_path / 'mc6.pcap'))
+    if bzc_serves:
+        argv = here + ['recv', *sizes, '60']
+        recv = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)
+    else:
+        recv = peer.start(there + ['recv', *sizes, '60'] +
+                          (['host-join'] if peer_kind == 'rxe' else []))
+    rcv = None
+    try:
+        deadline = time.monotonic() + 30
+        while f'inet6 {group}' not in link_groups(
+                None if bzc_serves else peer):
+            assert time.monotonic() < deadline, \
+                f'the receiver never joined {group}'
+            time.sleep(0.2)
+        if bzc_serves:
+            snd = peer.run(there + ['send', *sizes], check=False,
+                           timeout=th.PAIR_TIMEOUT)
+            out, _ = recv.communicate(timeout=90)
+            rcv = cr.Result(argv, recv.returncode, out)
+        else:
+            snd = cr.run_client(here + ['send', *sizes], th.PAIR_TIMEOUT)
+            rcv = recv.wait(90)
+    finally:
+        if bzc_serves:
+            cr.stop(recv)
+        elif rcv is None or rcv.rc is None:
+            rcv = recv.stop()
+        if cap:
+            cap.stop()
+    assert snd.rc == 0 and rcv.rc == 0, \
+        f'both ends should succeed:\n--- sender:\n{snd}\n--- ' \
+        f'receiver:\n{rcv}'
+    sent = json.loads(snd.out.strip().splitlines()[-1])
+    got = json.loads(rcv.out.strip().splitlines()[-1])['wcs']
+    want_sgid = ipaddress.IPv6Address(sent['gid']).packed.hex()
+    want_dgid = ipaddress.IPv6Address(group).packed.hex()
+    shas = sorted(hashlib.sha256(mwp.payload(i, size)).hexdigest()
+                  for i in range(count))
+    for wc in got:
+        assert wc['status'] == 0 and wc['byte_len'] == h.GRH_BYTES + size \
+            and wc['src_qp'] == sent['qpn'] and wc['sgid'] == want_sgid \
+            and wc['dgid'] == want_dgid, \
+            f'want status 0, {h.GRH_BYTES + size} bytes from QP ' \
+            f'{sent["qpn"]}, GRH {want_sgid} -> {want_dgid}: {wc}'
+    assert sorted(wc['sha'] for wc in got) == shas, \
+        'the datagrams that arrived are not the ones sent'
+    after = h.hw_counters()
+    key = 'rx_packets' if bzc_serves else 'tx_packets'
+    assert after[key] - before[key] >= count, \
+        f'{key}: {before[key]} -> {after[key]}, want {count} datagrams more'
+    if not bzc_serves:
+        check_mcast_capture(cap.path, sent['gid'], group, count)
 
 
 def test_wire_packets_dissect(peer, wire, tmp_path):
