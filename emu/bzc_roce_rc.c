@@ -177,7 +177,8 @@ int bzc_wire_alloc(struct bzc_qp *qp, gfp_t gfp)
 		return -ENOMEM;
 	w->rqe = kzalloc(BZC_RESP_RQE_BYTES, gfp);
 	w->sgl = kzalloc(sizeof(*w->sgl), gfp);
-	if (!w->rqe || !w->sgl) {
+	if (!w->rqe || !w->sgl || dst_cache_init(&w->route.cache, gfp)) {
+		dst_cache_destroy(&w->route.cache);
 		kfree(w->rqe);
 		kfree(w->sgl);
 		kfree(w);
@@ -206,6 +207,7 @@ void bzc_wire_free(struct bzc_qp *qp)
 	bzc_wire_reset(qp);
 	if (qp->wire->txsock)
 		sock_release(qp->wire->txsock);
+	dst_cache_destroy(&qp->wire->route.cache);
 	kfree(qp->wire->rqe);
 	kfree(qp->wire->sgl);
 	kfree(qp->wire);
@@ -1300,7 +1302,7 @@ static int bzc_wire_respond(struct bzc_dev *bdev, struct bzc_qp *qp,
 
 	memcpy(sgid.raw, ip->dgid, sizeof(sgid.raw));
 	memcpy(dgid.raw, ip->sgid, sizeof(dgid.raw));
-	err = bzc_roce_dest_get(bdev, &sgid, &dgid, &d);
+	err = bzc_roce_dest_get(bdev, &sgid, &dgid, &qp->wire->route, &d);
 	if (err) {
 		bzc_count(bdev, BZC_CNT_TX_ERRORS, 1);
 		return err;

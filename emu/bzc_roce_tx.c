@@ -23,11 +23,71 @@
 
 #include "bzc_xport.h"
 
+/* Whether `rt` holds the route from `sgid` to `dgid`. */
+static bool bzc_route_is_for(struct bzc_route *rt, const union ib_gid *sgid,
+			     const union ib_gid *dgid)
+{
+	/* Acquire: the pair is read only after SET is seen. */
+	return smp_load_acquire(&rt->state) == BZC_ROUTE_SET &&
+	       !memcmp(&rt->sgid, sgid, sizeof(*sgid)) &&
+	       !memcmp(&rt->dgid, dgid, sizeof(*dgid));
+}
+
+/* The route `rt` holds, still valid and out of `ndev`, referenced; or NULL. */
+static struct dst_entry *bzc_route_cached(struct bzc_route *rt, bool v4,
+					  struct net_device *ndev)
+{
+	struct dst_entry *dst;
+	struct in6_addr saddr6;
+	__be32 saddr;
+
+	/* dst_cache keeps a route per CPU: BHs off while it is used. */
+	local_bh_disable();
+	if (v4) {
+		struct rtable *r = dst_cache_get_ip4(&rt->cache, &saddr);
+
+		dst = r ? &r->dst : NULL;
+	} else {
+		dst = dst_cache_get_ip6(&rt->cache, &saddr6);
+	}
+	local_bh_enable();
+	if (dst && dst->dev != ndev) {
+		dst_release(dst);
+		dst = NULL;
+	}
+	return dst;
+}
+
+/* Keep `dst` in `rt` when `rt` is empty or holds this pair of GIDs. */
+static void bzc_route_keep(struct bzc_route *rt, const union ib_gid *sgid,
+			   const union ib_gid *dgid, struct bzc_roce_dest *d)
+{
+	const struct in6_addr *s6 = (const struct in6_addr *)sgid->raw;
+
+	if (cmpxchg(&rt->state, BZC_ROUTE_EMPTY, BZC_ROUTE_FILLING) ==
+	    BZC_ROUTE_EMPTY) {
+		rt->sgid = *sgid;
+		rt->dgid = *dgid;
+		/* Release: the pair is written before anyone sees SET. */
+		smp_store_release(&rt->state, BZC_ROUTE_SET);
+	}
+	if (!bzc_route_is_for(rt, sgid, dgid))
+		return;
+	local_bh_disable();
+	if (d->v4)
+		dst_cache_set_ip4(&rt->cache, d->dst, s6->s6_addr32[3]);
+	else
+		dst_cache_set_ip6(&rt->cache, d->dst, s6);
+	local_bh_enable();
+}
+
 /**
  * bzc_roce_dest_get() - route to a destination on the wire
  * @bdev: the sending device
  * @sgid: the GID packets come from (an address of its netdev)
  * @dgid: the destination GID
+ * @rt: the QP's route cache (struct bzc_wire.route), or NULL to look the
+ *	route up without keeping it (UD: every datagram has its own)
  * @d: the addresses and route, for bzc_roce_xmit(); the caller fills
  *     @d->ip's class, hop limit, flow label and UDP source port
  *
@@ -36,7 +96,8 @@
  * or the routing error.
  */
 int bzc_roce_dest_get(struct bzc_dev *bdev, const union ib_gid *sgid,
-		      const union ib_gid *dgid, struct bzc_roce_dest *d)
+		      const union ib_gid *dgid, struct bzc_route *rt,
+		      struct bzc_roce_dest *d)
 {
 	const struct in6_addr *s6 = (const struct in6_addr *)sgid->raw;
 	const struct in6_addr *d6 = (const struct in6_addr *)dgid->raw;
@@ -49,6 +110,11 @@ int bzc_roce_dest_get(struct bzc_dev *bdev, const union ib_gid *sgid,
 	d->v4 = ipv6_addr_v4mapped(d6);
 	if (d->v4 != ipv6_addr_v4mapped(s6))
 		return -EINVAL;
+	if (rt && bzc_route_is_for(rt, sgid, dgid)) {
+		d->dst = bzc_route_cached(rt, d->v4, ndev);
+		if (d->dst)
+			return 0;
+	}
 	if (d->v4) {
 		struct flowi4 fl = {
 			.flowi4_oif = ndev->ifindex,
@@ -56,11 +122,11 @@ int bzc_roce_dest_get(struct bzc_dev *bdev, const union ib_gid *sgid,
 			.daddr = d6->s6_addr32[3],
 			.saddr = s6->s6_addr32[3],
 		};
-		struct rtable *rt = ip_route_output_key(net, &fl);
+		struct rtable *r = ip_route_output_key(net, &fl);
 
-		if (IS_ERR(rt))
-			return PTR_ERR(rt);
-		d->dst = &rt->dst;
+		if (IS_ERR(r))
+			return PTR_ERR(r);
+		d->dst = &r->dst;
 	} else {
 		struct flowi6 fl6 = {
 			.flowi6_oif = ndev->ifindex,
@@ -77,6 +143,8 @@ int bzc_roce_dest_get(struct bzc_dev *bdev, const union ib_gid *sgid,
 		dst_release(d->dst);
 		return -ENETUNREACH;
 	}
+	if (rt)
+		bzc_route_keep(rt, sgid, dgid, d);
 	return 0;
 }
 
@@ -189,7 +257,8 @@ int bzc_roce_dest_for_msg(struct bzc_qp *qp, const struct bzc_msg *msg,
 	int err;
 
 	err = bzc_roce_dest_get(to_bdev(qp->ibqp.device), &msg->sgid,
-				&msg->av->dgid, d);
+				&msg->av->dgid,
+				qp->wire ? &qp->wire->route : NULL, d);
 	if (err)
 		return err;
 	d->ip.tclass = msg->av->traffic_class;

@@ -9,6 +9,7 @@
 #define BZC_XPORT_H
 
 #include <linux/timer.h>
+#include <net/dst_cache.h>
 
 #include "bzc_roce_hdr.h"
 #include "bzc_sgl.h"
@@ -102,6 +103,21 @@ struct bzc_resp_scratch {
 				 BZC_MAX_SGE * sizeof(struct bzc_sge))
 
 /*
+ * An RC or UC QP's route to its peer, kept between messages: both of its
+ * directions (requests out, ACKs and READ responses back) go between the
+ * same two GIDs. The pair is set by the first lookup and never changes,
+ * so nothing has to be reset while packets are sent; dst_cache checks the
+ * route against routing changes each time it hands it out.
+ */
+struct bzc_route {
+	struct dst_cache cache;
+	int state;			/* BZC_ROUTE_* */
+	union ib_gid sgid, dgid;	/* the pair it holds, once SET */
+};
+
+enum { BZC_ROUTE_EMPTY, BZC_ROUTE_FILLING, BZC_ROUTE_SET };
+
+/*
  * An RC or UC QP's state on the wire (bzc_roce_rc.c).
  *
  * The requester's part is the RC send window: the messages sent and not
@@ -129,6 +145,7 @@ struct bzc_wire {
 	 */
 	struct socket *txsock;
 	void (*old_write_space)(struct sock *sk);
+	struct bzc_route route;		/* to the peer, both directions */
 	unsigned long tx_flags;		/* BZC_WIRE_TX_* */
 	u32 n_out;			/* how many */
 	u32 n_wqes;			/* of them WQEs of the SQ */
@@ -229,7 +246,8 @@ struct bzc_roce_dest {
 };
 
 int bzc_roce_dest_get(struct bzc_dev *bdev, const union ib_gid *sgid,
-		      const union ib_gid *dgid, struct bzc_roce_dest *d);
+		      const union ib_gid *dgid, struct bzc_route *rt,
+		      struct bzc_roce_dest *d);
 int bzc_roce_dest_for_msg(struct bzc_qp *qp, const struct bzc_msg *msg,
 			  struct bzc_roce_dest *d);
 void bzc_roce_dest_put(struct bzc_roce_dest *d);
