@@ -376,6 +376,43 @@ def link_groups(peer=None):
             re.findall(r'^\s+(link|inet|inet6)\s+(\S+)', out, re.M)}
 
 
+def receiver_then_sender(peer, bzc_serves, recv_argv, send_argv, joined,
+                         cap=None, wait=30):
+    """A multicast receiver and then its sender: recv_argv starts here
+    when bzc_serves, else on the peer; once link_groups() on its machine
+    shows `joined`, send_argv runs on the other one. Returns the sender's
+    and the receiver's Results (the receiver waited for up to `wait` s);
+    cap, a capture, is stopped at the end."""
+    if bzc_serves:
+        recv = subprocess.Popen(recv_argv, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)
+    else:
+        recv = peer.start(recv_argv)
+    rcv = None
+    try:
+        deadline = time.monotonic() + 30
+        while joined not in link_groups(None if bzc_serves else peer):
+            assert time.monotonic() < deadline, \
+                f'the receiver never joined: no {joined}'
+            time.sleep(0.2)
+        if bzc_serves:
+            snd = peer.run(send_argv, check=False, timeout=th.PAIR_TIMEOUT)
+            out, _ = recv.communicate(timeout=wait)
+            rcv = cr.Result(recv_argv, recv.returncode, out)
+        else:
+            snd = cr.run_client(send_argv, th.PAIR_TIMEOUT)
+            rcv = recv.wait(wait)
+    finally:
+        if bzc_serves:
+            cr.stop(recv)
+        elif rcv is None or rcv.rc is None:
+            rcv = recv.stop()
+        if cap:
+            cap.stop()
+    return snd, rcv
+
+
 @wire_cases(('rxe', False), ('rxe', True), ('bzc', True))
 @pytest.mark.parametrize('bzc_serves', [False, True],
                          ids=['bzc-sends', 'bzc-receives'])
@@ -388,7 +425,7 @@ def test_mckey(peer, wire, bzc_serves, tmp_path):
     the datagrams crossed the link. What bzc0 sends is captured: UD SENDs
     to the group's MAC and address with DQPN 0xffffff, the right ICRC,
     clean in Wireshark's dissector. (The RDMA CM refuses IPv6 groups on
-    RoCE v2, ENOTSUPP: test_mcast_wire sends to one with verbs.)"""
+    RoCE v2, ENOTSUPP: test_mcast_wire_ipv6 sends to one with verbs.)"""
     import test_roce_codec as rcc
     count, size, group = 20, 512, '239.19.0.7'
     src, peer_src = wire['ipv4'], wire['peer_ipv4']
@@ -401,34 +438,8 @@ def test_mckey(peer, wire, bzc_serves, tmp_path):
     cap = None if bzc_serves else rcc.Capture(h.NETDEV,
                                               str(tmp_path / 'mc.pcap'))
     # The receiver first; the sender sends 3 s after its own join.
-    if bzc_serves:
-        recv = subprocess.Popen(recv_argv, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL)
-    else:
-        recv = peer.start(recv_argv)
-    rcv = None
-    try:
-        deadline = time.monotonic() + 30
-        while f'inet {group}' not in link_groups(
-                None if bzc_serves else peer):
-            assert time.monotonic() < deadline, \
-                f'the receiver never joined {group}'
-            time.sleep(0.2)
-        if bzc_serves:
-            snd = peer.run(send_argv, check=False, timeout=th.PAIR_TIMEOUT)
-            out, _ = recv.communicate(timeout=30)
-            rcv = cr.Result(recv_argv, recv.returncode, out)
-        else:
-            snd = cr.run_client(send_argv, th.PAIR_TIMEOUT)
-            rcv = recv.wait(30)
-    finally:
-        if bzc_serves:
-            cr.stop(recv)
-        elif rcv is None or rcv.rc is None:
-            rcv = recv.stop()
-        if cap:
-            cap.stop()
+    snd, rcv = receiver_then_sender(peer, bzc_serves, recv_argv, send_argv,
+                                    f'inet {group}', cap)
     for who, r in (('sender', snd), ('receiver', rcv)):
         assert r.rc == 0 and 'data transfers complete' in r.out, \
             f'{who} should complete:\n--- sender:\n{snd}\n--- ' \
@@ -517,37 +528,15 @@ def test_mcast_wire_ipv6(peer, wire, peer_kind, bzc_serves, tmp_path):
     before = h.hw_counters()
     cap = None if bzc_serves else rcc.Capture(h.NETDEV,
                                               str(tmp_path / 'mc6.pcap'))
+    recv = ['recv', *sizes, '60']
     if bzc_serves:
-        argv = here + ['recv', *sizes, '60']
-        recv = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL)
+        recv_argv, send_argv = here + recv, there + ['send', *sizes]
     else:
-        recv = peer.start(there + ['recv', *sizes, '60'] +
-                          (['host-join'] if peer_kind == 'rxe' else []))
-    rcv = None
-    try:
-        deadline = time.monotonic() + 30
-        while f'inet6 {group}' not in link_groups(
-                None if bzc_serves else peer):
-            assert time.monotonic() < deadline, \
-                f'the receiver never joined {group}'
-            time.sleep(0.2)
-        if bzc_serves:
-            snd = peer.run(there + ['send', *sizes], check=False,
-                           timeout=th.PAIR_TIMEOUT)
-            out, _ = recv.communicate(timeout=90)
-            rcv = cr.Result(argv, recv.returncode, out)
-        else:
-            snd = cr.run_client(here + ['send', *sizes], th.PAIR_TIMEOUT)
-            rcv = recv.wait(90)
-    finally:
-        if bzc_serves:
-            cr.stop(recv)
-        elif rcv is None or rcv.rc is None:
-            rcv = recv.stop()
-        if cap:
-            cap.stop()
+        recv_argv = there + recv + (['host-join'] if peer_kind == 'rxe'
+                                    else [])
+        send_argv = here + ['send', *sizes]
+    snd, rcv = receiver_then_sender(peer, bzc_serves, recv_argv, send_argv,
+                                    f'inet6 {group}', cap, wait=90)
     assert snd.rc == 0 and rcv.rc == 0, \
         f'both ends should succeed:\n--- sender:\n{snd}\n--- ' \
         f'receiver:\n{rcv}'
