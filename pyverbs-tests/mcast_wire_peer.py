@@ -91,7 +91,7 @@ def recv(ctx, pd, gidx, mgid, count, size, secs, join_dev=None):
     joined = host_join(join_dev, gidx, mgid) if join_dev else None
     wcs, deadline = [], time.monotonic() + secs
     while len(wcs) < count and time.monotonic() < deadline:
-        for wc in poll_some(end.rcq, count - len(wcs)):
+        for wc in end.rcq.poll(count - len(wcs))[1]:
             grh = mr.read(h.GRH_BYTES, wc.wr_id * slot)
             data = mr.read(wc.byte_len - h.GRH_BYTES,
                            wc.wr_id * slot + h.GRH_BYTES) \
@@ -106,17 +106,6 @@ def recv(ctx, pd, gidx, mgid, count, size, secs, join_dev=None):
     mv.detach(end.qp, mgid)
     print(json.dumps({'qpn': end.qpn, 'wcs': wcs}), flush=True)
     return 0 if len(wcs) == count else 1
-
-
-def poll_some(cq, n):
-    """Up to n completions polled from cq now."""
-    got = []
-    while len(got) < n:
-        npolled, wcs = cq.poll(1)
-        if npolled <= 0:
-            break
-        got.extend(wcs)
-    return got
 
 
 def send(ctx, pd, gidx, mgid, count, size):

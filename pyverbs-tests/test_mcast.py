@@ -34,14 +34,6 @@ SPARE = 8
 SEND_OFF = 2048
 FILL = 0x5a
 
-def _attach(end, gid):
-    return mv.attach(end.qp, gid)
-
-
-def _detach(end, gid):
-    return mv.detach(end.qp, gid)
-
-
 class Env(h.VerbsEnv):
     def __init__(self):
         super().__init__(second_pd=False)
@@ -69,13 +61,13 @@ class Env(h.VerbsEnv):
 
     def attach(self, end, gid=MGID):
         """ibv_attach_mcast(); returns its result (0 or an errno value)."""
-        rc = _attach(end, gid)
+        rc = mv.attach(end.qp, gid)
         if rc == 0:
             self.attached.add((end, gid))
         return rc
 
     def detach(self, end, gid=MGID):
-        rc = _detach(end, gid)
+        rc = mv.detach(end.qp, gid)
         if rc == 0:
             self.attached.discard((end, gid))
         return rc

@@ -83,17 +83,21 @@ def peer_kind(request, peer_session):
 
 @pytest.fixture(scope='module')
 def wire(peer_session, peer_kind):
-    """Both ends of the bzc link: devices, addresses, RoCE v2 GID indices;
-    the peer's device is peer_kind's."""
+    """Both ends of the bzc link: devices, addresses, RoCE v2 GID indices
+    (of the IPv4 addresses, and gidx6 of the IPv6 link-local ones); the
+    peer's device is peer_kind's."""
+    import test_roce_codec as rcc
     peer_dev = peer_session.set_link(peer_kind)
     peer_ipv4 = peer_session.env['BZC_IPV4']
     local = {i: (g, t) for i, (g, t, _) in h.sysfs_gids(BZC).items()}
+    remote = th.peer_gids(peer_session, peer_dev)
     return {
         'dev': BZC, 'ipv4': BZC_IPV4,
         'gidx': th.gid_index(local, BZC_IPV4),
+        'gidx6': rcc.link_local_index(local, 'here'),
         'peer_dev': peer_dev, 'peer_ipv4': peer_ipv4,
-        'peer_gidx': th.gid_index(th.peer_gids(peer_session, peer_dev),
-                                  peer_ipv4),
+        'peer_gidx': th.gid_index(remote, peer_ipv4),
+        'peer_gidx6': rcc.link_local_index(remote, 'on the peer'),
     }
 
 
@@ -428,10 +432,9 @@ def test_mckey(peer, wire, bzc_serves, tmp_path):
     RoCE v2, ENOTSUPP: test_mcast_wire_ipv6 sends to one with verbs.)"""
     import test_roce_codec as rcc
     count, size, group = 20, 512, '239.19.0.7'
-    src, peer_src = wire['ipv4'], wire['peer_ipv4']
     common = ['-m', group, '-C', str(count), '-S', str(size)]
-    here = ['mckey', '-b', src, *common]
-    there = ['mckey', '-b', peer_src, *common]
+    here = ['mckey', '-b', wire['ipv4'], *common]
+    there = ['mckey', '-b', wire['peer_ipv4'], *common]
     recv_argv, send_argv = (here, there + ['-s']) if bzc_serves else \
         (there, here + ['-s'])
     before = h.hw_counters()
@@ -451,7 +454,7 @@ def test_mckey(peer, wire, bzc_serves, tmp_path):
     if not bzc_serves:
         assert f'inet {group}' not in link_groups(), 'mckey left the ' \
             'group, yet bzc0\'s netdev is still in it'
-        check_mcast_capture(cap.path, src, group, count)
+        check_mcast_capture(cap.path, wire['ipv4'], group, count)
 
 
 def check_mcast_capture(pcap, src, group, count):
@@ -517,13 +520,9 @@ def test_mcast_wire_ipv6(peer, wire, peer_kind, bzc_serves, tmp_path):
     import mcast_wire_peer as mwp
     import test_roce_codec as rcc
     count, size, group = 20, 512, 'ff0e::19:7'
-    local = {i: (g, t) for i, (g, t, _) in h.sysfs_gids(BZC).items()}
-    remote = th.peer_gids(peer, wire['peer_dev'])
-    gidx = rcc.link_local_index(local, 'here')
-    peer_gidx = rcc.link_local_index(remote, 'on the peer')
-    here = ['/usr/bin/python3', MCAST_PEER, BZC, str(gidx), group]
+    here = ['/usr/bin/python3', MCAST_PEER, BZC, str(wire['gidx6']), group]
     there = ['/usr/bin/python3', MCAST_PEER, wire['peer_dev'],
-             str(peer_gidx), group]
+             str(wire['peer_gidx6']), group]
     sizes = [str(count), str(size)]
     before = h.hw_counters()
     cap = None if bzc_serves else rcc.Capture(h.NETDEV,
@@ -571,10 +570,7 @@ def test_wire_packets_dissect(peer, wire, tmp_path):
     finds no malformed packet and no expert problem in bzc0's."""
     import test_roce_codec as rcc
     rcc.need_tool('tshark')
-    local = {i: (g, t) for i, (g, t, _) in h.sysfs_gids(BZC).items()}
-    remote = th.peer_gids(peer, wire['peer_dev'])
-    v6 = (str(rcc.link_local_index(local, 'here')),
-          str(rcc.link_local_index(remote, 'on the peer')))
+    v6 = (str(wire['gidx6']), str(wire['peer_gidx6']))
     mtu = str(rcc.RXE_PMTU)
     runs = []
     for kind, size, ipv6 in (('rc', 3000, False), ('uc', 3000, False),
