@@ -437,9 +437,11 @@ int bzc_check_bulk(struct ibv_context *context);
 
 /*
  * Whether a destroy method's answer means the kernel object is gone: 0,
- * or EIO once the device was removed (the uverbs core destroyed every
- * object of the context with it), as libibverbs takes EIO for its own
- * objects. The caller then frees its struct; anything else leaves both.
+ * or EIO once the device was removed.  The uverbs core destroyed every
+ * object of the context with the device and then refuses the methods a
+ * driver adds, destroys too (EIO); the core's own destroys succeed (0),
+ * whatever still uses the object.  The caller then frees its struct;
+ * anything else leaves both.
  */
 static inline bool bzc_destroyed(int ret)
 {
@@ -458,7 +460,8 @@ struct bzc_mr_cached {
 	struct bzcdv_mr_cached dv;	/* first: the public part */
 	/*
 	 * The release goes through this, not dv.pd: after a device removal
-	 * the PD's dealloc succeeds (EIO) and frees it first.
+	 * the PD's dealloc succeeds whatever still uses the PD, so an
+	 * application may free it first.
 	 */
 	struct ibv_context *context;
 	uint32_t handle;

@@ -319,6 +319,8 @@ int op_dmabuf_mr(struct worker *w);
 int op_advise_mr(struct worker *w);
 /* A raw SQ doorbell (BZC_METHOD_QP_DOORBELL); 0 or errno. */
 int raw_qp_doorbell(struct ibv_context *ctx, uint32_t qp_handle);
+/* The core's destroy of the object @kind @handle; forgets it on success. */
+int raw_destroy(struct worker *w, int kind, uint32_t handle);
 
 /* An op's return when it did nothing worth counting (no object to use). */
 #define NOTHING (-1)

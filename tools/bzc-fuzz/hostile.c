@@ -257,6 +257,45 @@ static void fill_in(struct worker *w, const struct raw_method *m, void *buf,
 	}
 }
 
+/*
+ * Destroys the thread's object of @kind with @handle through the core's
+ * method, well formed, behind the provider's back; a success makes the
+ * thread forget it (its struct stays allocated).  Returns the errno.
+ */
+int raw_destroy(struct worker *w, int kind, uint32_t handle)
+{
+	const struct raw_method *m = NULL;
+	struct raw_cmd cmd = {};
+	size_t i;
+	int ret;
+
+	if (w->in_child)
+		return NOTHING;
+	for (i = 0; i < NMETHODS && !m; i++)
+		if (methods[i].destroys == kind)
+			m = &methods[i];
+	if (!m)
+		return NOTHING;
+	cmd.hdr.object_id = m->obj;
+	cmd.hdr.method_id = m->meth;
+	cmd.hdr.driver_id = BZC_RDMA_DRIVER_ID;
+	for (i = 0; i < 6 && m->a[i].kind != A_NONE; i++) {
+		cmd.attrs[i].attr_id = m->a[i].id;
+		cmd.attrs[i].flags = UVERBS_ATTR_F_MANDATORY;
+		if (m->a[i].kind == A_OUT) {
+			cmd.attrs[i].len = m->a[i].len;
+			cmd.attrs[i].data = (uintptr_t)(w->scratch + 2048);
+		} else {
+			cmd.attrs[i].data = handle;
+		}
+	}
+	cmd.hdr.num_attrs = (uint16_t)i;
+	ret = raw_exec(w->wd.ctx, &cmd, true);
+	if (!ret)
+		world_forget(w, kind, handle);
+	return ret;
+}
+
 int op_raw_ioctl(struct worker *w)
 {
 	const struct raw_method *m = &methods[rnd_below(w, NMETHODS)];

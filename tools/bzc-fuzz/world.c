@@ -291,6 +291,38 @@ void world_forget(struct worker *w, int kind, uint32_t handle)
 }
 
 /*
+ * Whether an object of the world was created on @parent (a PD, CQ or
+ * SRQ).  Such a parent is destroyed only through the core's method
+ * (raw_destroy()), never its verb: once the device is removed the kernel
+ * lets every destroy succeed, whatever still uses the object, so the verb
+ * would free a struct its children still point at (seen: advise_mr
+ * reading a freed mr->pd).
+ */
+static bool is_parent(const struct world *wd, const void *parent)
+{
+	int i;
+
+	for (i = 0; i < NSLOT; i++) {
+		const struct ibv_qp *qp = wd->qp[i];
+		const struct bzcdv_bulk_chan *chan = wd->chan[i];
+
+		if ((wd->mr[i] && wd->mr[i]->pd == parent) ||
+		    (wd->mw[i] && wd->mw[i]->pd == parent) ||
+		    (wd->ah[i] && wd->ah[i]->pd == parent) ||
+		    (wd->srq[i] && wd->srq[i]->pd == parent) ||
+		    (wd->cmr[i] && wd->cmr[i]->pd == parent))
+			return true;
+		if (qp && (qp->pd == parent || qp->send_cq == parent ||
+			   qp->recv_cq == parent || qp->srq == parent))
+			return true;
+		if (chan && (chan->pd == parent || chan->cq == parent ||
+			     chan->recv_cq == parent))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Orderly: destroy everything, dependents first (what still fails is
  * abandoned below).  Otherwise abandon it all: unmap the rings (each
  * mapping holds the uverbs file open) and close, so the kernel's cleanup
@@ -319,7 +351,8 @@ void world_close(struct worker *w, bool orderly)
 				wd->ah[i] = NULL;
 		}
 		for (i = 0; i < NSLOT; i++) {
-			if (wd->srq[i] && !destroy_evented(wd, A_SRQ, wd->srq[i]))
+			if (wd->srq[i] && !is_parent(wd, wd->srq[i]) &&
+			    !destroy_evented(wd, A_SRQ, wd->srq[i]))
 				wd->srq[i] = NULL;
 			if (wd->mr[i] && !ibv_dereg_mr(wd->mr[i]))
 				wd->mr[i] = NULL;
@@ -327,9 +360,11 @@ void world_close(struct worker *w, bool orderly)
 		for (i = 0; i < NSLOT; i++) {
 			if (wd->dm[i] && !ibv_free_dm(wd->dm[i]))
 				wd->dm[i] = NULL;
-			if (wd->cq[i] && !destroy_evented(wd, A_CQ, wd->cq[i]))
+			if (wd->cq[i] && !is_parent(wd, wd->cq[i]) &&
+			    !destroy_evented(wd, A_CQ, wd->cq[i]))
 				wd->cq[i] = NULL;
-			if (wd->pd[i] && !ibv_dealloc_pd(wd->pd[i]))
+			if (wd->pd[i] && !is_parent(wd, wd->pd[i]) &&
+			    !ibv_dealloc_pd(wd->pd[i]))
 				wd->pd[i] = NULL;
 		}
 	}
@@ -401,6 +436,8 @@ int op_pd_free(struct worker *w)
 
 	if (s < 0)
 		return NOTHING;
+	if (is_parent(&w->wd, w->wd.pd[s]))
+		return raw_destroy(w, A_PD, w->wd.pd[s]->handle);
 	ret = ibv_dealloc_pd(w->wd.pd[s]);
 	if (!ret)
 		w->wd.pd[s] = NULL;
@@ -451,6 +488,8 @@ int op_cq_destroy(struct worker *w)
 
 	if (s < 0)
 		return NOTHING;
+	if (is_parent(&w->wd, w->wd.cq[s]))
+		return raw_destroy(w, A_CQ, w->wd.cq[s]->handle);
 	ret = destroy_evented(&w->wd, A_CQ, w->wd.cq[s]);
 	if (!ret)
 		w->wd.cq[s] = NULL;
@@ -716,6 +755,8 @@ int op_srq_destroy(struct worker *w)
 
 	if (s < 0)
 		return NOTHING;
+	if (is_parent(&w->wd, w->wd.srq[s]))
+		return raw_destroy(w, A_SRQ, w->wd.srq[s]->handle);
 	ret = destroy_evented(&w->wd, A_SRQ, w->wd.srq[s]);
 	if (!ret)
 		w->wd.srq[s] = NULL;
