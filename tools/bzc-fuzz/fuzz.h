@@ -256,6 +256,9 @@ void publish_qpn(struct worker *w, uint32_t qpn);
 void publish_key(struct worker *w, uint32_t rkey, uint64_t addr, uint64_t len);
 /* Access flags for an MR: usual sets, single bits flipped, or random. */
 unsigned int rnd_access(struct worker *w);
+/* @access without the write rights unless the range lies in the arena. */
+unsigned int arena_access(const struct worker *w, uint64_t addr, uint64_t len,
+			  unsigned int access);
 
 int op_ctx_reopen(struct worker *w);
 int op_pd_alloc(struct worker *w);

@@ -237,6 +237,7 @@ static void fill_in(struct worker *w, const struct raw_method *m, void *buf,
 			mr->access = chance(w, 70) ? 7 : (uint32_t)rnd(w);
 		}
 		mr->length = cache_len(mr->length);
+		mr->access = arena_access(w, mr->addr, mr->length, mr->access);
 	} else if (m->meth == BZC_METHOD_BULK_CHAN_CREATE &&
 		   len >= sizeof(*chan) && chance(w, 80)) {
 		chan->comp_mask = chance(w, 90) ? 0 : rnd(w);

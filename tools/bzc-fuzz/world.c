@@ -93,6 +93,26 @@ static void arena_range(struct worker *w, uint64_t *addr, uint64_t *len,
 	*len = chance(w, 10) ? room : 1 + rnd_below(w, max);
 }
 
+/*
+ * The access flags a registration of [addr, addr + len) keeps.  The device
+ * writes what an MR grants, and every thread aims RECVs, WRITEs and
+ * atomics at the MRs it knows of: a writable MR past the arena would let
+ * them scribble over this process's own stacks and malloc arenas (the
+ * pages after a thread's arena; an ODP MR reaches them across an unmapped
+ * gap).  Outside the arena an MR is registered read-only.
+ */
+unsigned int arena_access(const struct worker *w, uint64_t addr, uint64_t len,
+			  unsigned int access)
+{
+	uint64_t start = (uintptr_t)w->arena;
+
+	if (addr >= start && len <= ARENA_LEN && addr - start <= ARENA_LEN - len)
+		return access;
+	return access & ~(unsigned int)(IBV_ACCESS_LOCAL_WRITE |
+					IBV_ACCESS_REMOTE_WRITE |
+					IBV_ACCESS_REMOTE_ATOMIC);
+}
+
 unsigned int rnd_access(struct worker *w)
 {
 	static const unsigned int bits[] = {
@@ -840,6 +860,7 @@ static int reg_mr(struct worker *w, uint64_t addr, uint64_t len)
 	pd = get_pd(w);
 	if (!pd)
 		return NOTHING;
+	access = arena_access(w, addr, len, access);
 	note(w, "0x%" PRIx64 "+0x%" PRIx64 " access 0x%x", addr, len, access);
 	mr = ibv_reg_mr(pd, (void *)(uintptr_t)addr, len, (int)access);
 	if (!mr)
@@ -905,6 +926,12 @@ int op_mr_rereg(struct worker *w)
 	pd = get_pd(w);
 	arena_range(w, &addr, &len, 256 << 10);
 	flags = chance(w, 90) ? (int)rnd_below(w, 8) : (int)rnd(w);
+	/* New rights over the range the MR keeps when it does not move. */
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		access = arena_access(w, addr, len, access);
+	else
+		access = arena_access(w, (uintptr_t)w->wd.mr[s]->addr,
+				      w->wd.mr[s]->length, access);
 	note(w, "flags 0x%x 0x%" PRIx64 "+0x%" PRIx64 " access 0x%x", flags,
 	     addr, len, access);
 	errno = 0;
@@ -1425,6 +1452,7 @@ static int cmr_reg(struct worker *w, uint64_t addr, uint64_t len)
 	if (!pd)
 		return NOTHING;
 	len = cache_len(len);
+	access = arena_access(w, addr, len, access);
 	note(w, "0x%" PRIx64 "+0x%" PRIx64 " access 0x%x", addr, len, access);
 	mr = bzcdv_reg_mr_cached(pd, (void *)(uintptr_t)addr, len, access);
 	if (!mr)
