@@ -183,7 +183,8 @@ struct worker {
 	struct oplog *log;
 	struct world wd;
 	uint8_t *arena;
-	uint8_t *scratch;		/* 4 KiB for raw command payloads */
+	uint8_t *scratch;		/* 4 KiB for raw command payloads,
+					 * then a PROT_NONE page */
 	const char *const *devices;
 	int ndevices;
 	bool in_child;			/* in a forked child (fork_child) */

@@ -202,7 +202,7 @@ static uint64_t rnd_ptr(struct worker *w, void *good)
 	case 1:
 		return 0xffff888000000000ULL;
 	case 2:
-		return (uintptr_t)good + 4093;	/* runs off the scratch page */
+		return (uintptr_t)good + 4093;	/* into the guard page */
 	default:
 		return (uintptr_t)good;
 	}

@@ -239,9 +239,15 @@ static void *thread_main(void *arg)
 
 	w->arena = mmap(NULL, ARENA_LEN, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	w->scratch = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+	/*
+	 * The scratch page and a guard page after it: a pointer run off its
+	 * end (rnd_ptr()) must fault, not reach whatever mapping the kernel
+	 * happened to place next (a library's data, another thread's heap).
+	 */
+	w->scratch = mmap(NULL, 2 * 4096, PROT_NONE,
 			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (w->arena == MAP_FAILED || w->scratch == MAP_FAILED) {
+	if (w->arena == MAP_FAILED || w->scratch == MAP_FAILED ||
+	    mprotect(w->scratch, 4096, PROT_READ | PROT_WRITE)) {
 		perror("mmap");
 		exit(2);
 	}
