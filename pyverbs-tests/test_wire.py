@@ -909,6 +909,72 @@ def test_peer_gone_mid_transfer(peer, wire):
     print(f'IBV_WC_RETRY_EXC_ERR {took:.1f} s after the peer went away')
 
 
+def unused_neighbour(link, *taken):
+    """An address of link's IPv4 subnet that no machine holds (so nothing
+    answers ARP for it)."""
+    addr = json.loads(h.ip('-j', '-4', 'addr', 'show', 'dev', link).stdout)
+    info = addr[0]['addr_info'][0]
+    net = ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network
+    hosts = list(net.hosts())
+    return next(str(a) for a in reversed(hosts) if str(a) not in taken)
+
+
+def test_route_change_mid_transfer(peer, wire):
+    """The routing table changes under a live RC QP. bzc0 streams WRITEs
+    to the peer (ib_write_bw, local ACK timeout 20: 4.3 s, 8 tries) when
+    a host route sends the peer's address through a gateway nobody is:
+    the QP's cached route gives way to it (a dst_cache entry is checked
+    against the FIB's generation before each use), its packets wait for
+    an ARP answer that never comes, and the peer's ACKs stop. Once the
+    host route is gone, the next retransmission finds the direct route
+    again and the transfer ends whole. A route kept for the QP's life
+    would keep the ACKs coming through the black hole."""
+    link = os.environ.get('BZC_NETDEV', 'bzclink0')
+    gw = unused_neighbour(link, BZC_IPV4, wire['peer_ipv4'])
+    route = [f"{wire['peer_ipv4']}/32", 'via', gw, 'dev', link]
+    port = cr.free_tcp_port()
+    common = ['-p', str(port), '-s', '65536', '-D', '30', '-u', '20', '-F']
+    srv = th.start_server(peer, ['ib_write_bw', '-d', wire['peer_dev'],
+                                 '-x', str(wire['peer_gidx']), *common],
+                          port)
+    cli = subprocess.Popen(['ib_write_bw', '-d', BZC, '-x',
+                            str(wire['gidx']), *common, wire['peer_ipv4']],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, stdin=subprocess.DEVNULL)
+    routed = False
+    try:
+        before = h.hw_counters()
+        deadline = time.monotonic() + 60
+        while h.hw_counters()['rx_packets'] - before['rx_packets'] < 200:
+            assert cli.poll() is None and time.monotonic() < deadline, \
+                'the transfer did not get going'
+            time.sleep(0.2)
+        h.ip('route', 'add', *route)
+        routed = True
+        time.sleep(1.5)         # answers already on their way
+        rx = h.hw_counters()['rx_packets']
+        time.sleep(3)
+        acked = h.hw_counters()['rx_packets'] - rx
+        h.ip('route', 'del', *route)
+        routed = False
+        out, _ = cli.communicate(timeout=120)
+    finally:
+        if routed:
+            h.ip('route', 'del', *route, check=False)
+        cr.stop(cli)
+        srv.stop()
+    after = h.hw_counters()
+    assert acked == 0, \
+        f'{acked} packets came back through a route via {gw}, which is nobody'
+    assert cli.returncode == 0, out
+    rows = cr.perftest_rows(out, cr.BW_COLUMNS)
+    assert len(rows) == 1, out
+    resent = after['retransmits'] - before['retransmits']
+    assert resent > 0
+    print(f'route via {gw} for 4.5 s: no answers; removed: the transfer '
+          f'ended whole after {resent} retransmissions')
+
+
 def need_tool(name, package):
     """Skip naming the missing client."""
     if shutil.which(name) is None:
