@@ -865,6 +865,22 @@ def test_long_messages_under_loss(peer, wire, tool):
     print(f'{tool} 2 MiB under 2 % loss: {resent} retransmissions')
 
 
+def write_bw_to_peer(peer, wire, args):
+    """ib_write_bw from bzc0 to the peer's device (args: options beyond
+    -d/-x/-p), started: (the server on the peer, the client here, a Popen
+    whose output is text on stdout)."""
+    port = cr.free_tcp_port()
+    common = ['-p', str(port), *args]
+    srv = th.start_server(peer, ['ib_write_bw', '-d', wire['peer_dev'],
+                                 '-x', str(wire['peer_gidx']), *common],
+                          port)
+    cli = subprocess.Popen(['ib_write_bw', '-d', BZC, '-x',
+                            str(wire['gidx']), *common, wire['peer_ipv4']],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, stdin=subprocess.DEVNULL)
+    return srv, cli
+
+
 def test_peer_gone_mid_transfer(peer, wire):
     """The peer's NIC goes down in the middle of an RC transfer, as if the
     machine had lost power: bzc0's requester runs out of retries, the WQE
@@ -878,15 +894,8 @@ def test_peer_gone_mid_transfer(peer, wire):
     send's completion and the peer's reply it only waits for a receive,
     and a responder has no timer (IBA 9.7.6), so it would wait forever."""
     link = os.environ.get('BZC_NETDEV', 'bzclink0')
-    port = cr.free_tcp_port()
-    common = ['-p', str(port), '-s', '65536', '-n', '1000000', '-F']
-    srv = th.start_server(peer, ['ib_write_bw', '-d', wire['peer_dev'],
-                                 '-x', str(wire['peer_gidx']), *common],
-                          port)
-    cli = subprocess.Popen(['ib_write_bw', '-d', BZC, '-x',
-                            str(wire['gidx']), *common, wire['peer_ipv4']],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, stdin=subprocess.DEVNULL)
+    srv, cli = write_bw_to_peer(peer, wire,
+                                ['-s', '65536', '-n', '1000000', '-F'])
     try:
         before = h.hw_counters()
         deadline = time.monotonic() + 60
@@ -932,15 +941,8 @@ def test_route_change_mid_transfer(peer, wire):
     link = os.environ.get('BZC_NETDEV', 'bzclink0')
     gw = unused_neighbour(link, BZC_IPV4, wire['peer_ipv4'])
     route = [f"{wire['peer_ipv4']}/32", 'via', gw, 'dev', link]
-    port = cr.free_tcp_port()
-    common = ['-p', str(port), '-s', '65536', '-D', '30', '-u', '20', '-F']
-    srv = th.start_server(peer, ['ib_write_bw', '-d', wire['peer_dev'],
-                                 '-x', str(wire['peer_gidx']), *common],
-                          port)
-    cli = subprocess.Popen(['ib_write_bw', '-d', BZC, '-x',
-                            str(wire['gidx']), *common, wire['peer_ipv4']],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, stdin=subprocess.DEVNULL)
+    srv, cli = write_bw_to_peer(peer, wire, ['-s', '65536', '-D', '30',
+                                             '-u', '20', '-F'])
     routed = False
     try:
         before = h.hw_counters()
