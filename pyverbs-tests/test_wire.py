@@ -881,6 +881,19 @@ def write_bw_to_peer(peer, wire, args):
     return srv, cli
 
 
+def wait_flowing(cli, counter, count):
+    """Wait (60 s at most, cli still running) until bzc0's hardware counter
+    `counter` has grown by `count`: the transfer is under way. Returns the
+    counters from before."""
+    before = h.hw_counters()
+    deadline = time.monotonic() + 60
+    while h.hw_counters()[counter] - before[counter] < count:
+        assert cli.poll() is None and time.monotonic() < deadline, \
+            'the transfer did not get going'
+        time.sleep(0.2)
+    return before
+
+
 def test_peer_gone_mid_transfer(peer, wire):
     """The peer's NIC goes down in the middle of an RC transfer, as if the
     machine had lost power: bzc0's requester runs out of retries, the WQE
@@ -897,12 +910,7 @@ def test_peer_gone_mid_transfer(peer, wire):
     srv, cli = write_bw_to_peer(peer, wire,
                                 ['-s', '65536', '-n', '1000000', '-F'])
     try:
-        before = h.hw_counters()
-        deadline = time.monotonic() + 60
-        while h.hw_counters()['tx_packets'] - before['tx_packets'] < 2000:
-            assert cli.poll() is None and time.monotonic() < deadline, \
-                'the transfer did not get going'
-            time.sleep(0.2)
+        wait_flowing(cli, 'tx_packets', 2000)
         peer.run(['ip', 'link', 'set', link, 'down'])
         t0 = time.monotonic()
         out, _ = cli.communicate(timeout=120)
@@ -945,12 +953,7 @@ def test_route_change_mid_transfer(peer, wire):
                                              '-u', '20', '-F'])
     routed = False
     try:
-        before = h.hw_counters()
-        deadline = time.monotonic() + 60
-        while h.hw_counters()['rx_packets'] - before['rx_packets'] < 200:
-            assert cli.poll() is None and time.monotonic() < deadline, \
-                'the transfer did not get going'
-            time.sleep(0.2)
+        before = wait_flowing(cli, 'rx_packets', 200)
         h.ip('route', 'add', *route)
         routed = True
         time.sleep(1.5)         # answers already on their way
