@@ -184,9 +184,9 @@ static u32 bzc_bulk_max_chans(void)
 }
 
 /*
- * The wire's send window is one message, retransmitted from the first
- * PSN not acknowledged: a message of gigabytes to a slow or lossy peer
- * sends its tail again and again. Shorter messages bound that.
+ * A message holds the QP's sq_mutex while it is posted, and a READ's
+ * response comes back unpaced: shorter messages let the QP's own WQEs in
+ * between and bound that burst (emu/README.md, "Messages").
  */
 static u64 bzc_bulk_qp_msg_bytes(void)
 {
@@ -571,8 +571,9 @@ static void bzc_bulk_sgl_add(struct bzc_sgl *sgl, const struct bzc_span *sp,
  * (bulk_qp_msg_kb, at most BZC_MAX_MSG_SZ) bytes, in order (READs as
  * READ requests), the immediate on the last one only, so the peer
  * consumes one receive for the whole request. A zero-length request is
- * one zero-length message. Stops at the first error. Returns the
- * request's status.
+ * one zero-length message. On the wire the WRITE messages but the last
+ * do not wait for their answers (bzc_bulk_qp_msg()). Stops at the first
+ * error. Returns the request's status.
  */
 static enum ib_wc_status bzc_bulk_wire_run(struct bzc_bulk_chan *chan,
 					   struct bzc_bulk_req *req)
@@ -609,8 +610,8 @@ static enum ib_wc_status bzc_bulk_wire_run(struct bzc_bulk_chan *chan,
 			}
 		}
 		st = bzc_bulk_qp_msg(chan->qp, op, sgl, req->remote_addr + off,
-				     req->rkey, last ? req->imm : 0,
-				     &chan->dead);
+				     req->rkey, last ? req->imm : 0, !off,
+				     !last, &chan->dead);
 		bzc_sgl_put(sgl);
 		off += n;
 		if (st == IB_WC_SUCCESS && !last && READ_ONCE(chan->dead))

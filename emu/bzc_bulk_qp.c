@@ -56,6 +56,18 @@ static bool bzc_bulk_qp_address(struct bzc_qp *qp, struct bzc_av *av,
 	return true;
 }
 
+/*
+ * The request's status: the first failure of the messages that did not
+ * wait for their answers, if one failed, else `st`. Under sq_mutex.
+ */
+static enum ib_wc_status bzc_bulk_qp_failed(struct bzc_qp *qp,
+					    enum ib_wc_status st)
+{
+	if (qp->wire && qp->wire->bulk_status != IB_WC_SUCCESS)
+		return qp->wire->bulk_status;
+	return st;
+}
+
 /**
  * bzc_bulk_qp_msg() - one message of a bulk request on an RC QP
  * @qp: the channel's QP (an RC QP it holds, bzc_bulk_qp_check() passed)
@@ -64,22 +76,31 @@ static bool bzc_bulk_qp_address(struct bzc_qp *qp, struct bzc_av *av,
  * @remote_addr: the peer's address
  * @rkey: the peer's rkey
  * @imm: WRITE_WITH_IMM's immediate, as the bulk WQE holds it
+ * @first: the request's first message
+ * @more: more messages of the request follow this one
  * @stop: the channel stopped: no more RNR retries
  *
- * Sleeps: the caller is a channel lane. An RNR NAK (the peer had no
- * receive for the immediate) is retried after the peer's RNR timer, at
- * most the QP's rnr_retry times (7: until @stop), with sq_mutex dropped
- * in between so the QP's own WQEs go on. Any error moves the QP to ERR,
- * as an error of one of its own WQEs does: its connection is broken.
+ * Sleeps: the caller is a channel lane. On the wire, a WRITE with @more
+ * does not wait for its answer: it returns once it is in the QP's send
+ * window (which takes @local's references), so the next one follows
+ * without a round trip in between; the request's last message waits
+ * until every message before it is answered, then for its own answer.
+ * A failure of an earlier message is the request's status from then on.
+ * An RNR NAK (the peer had no receive for the immediate) is retried
+ * after the peer's RNR timer, at most the QP's rnr_retry times (7: until
+ * @stop), with sq_mutex dropped in between so the QP's own WQEs go on.
+ * Any error moves the QP to ERR, as an error of one of its own WQEs
+ * does: its connection is broken.
  *
- * Return: the status for the bulk request: IB_WC_SUCCESS; the QP's
+ * Return: the status for the bulk request so far: IB_WC_SUCCESS; the QP's
  * error (IB_WC_RETRY_EXC_ERR, IB_WC_REM_ACCESS_ERR, IB_WC_REM_INV_REQ_ERR,
  * IB_WC_REM_OP_ERR, IB_WC_RNR_RETRY_EXC_ERR); IB_WC_WR_FLUSH_ERR when the
  * QP is not in RTS (any more) or @stop was set during RNR retries.
  */
 enum ib_wc_status bzc_bulk_qp_msg(struct bzc_qp *qp, u8 opcode,
 				  struct bzc_sgl *local, u64 remote_addr,
-				  u32 rkey, __le32 imm, const bool *stop)
+				  u32 rkey, __le32 imm, bool first_msg,
+				  bool more, const bool *stop)
 {
 	struct bzc_msg msg = {
 		.opcode = opcode,
@@ -89,6 +110,7 @@ enum ib_wc_status bzc_bulk_qp_msg(struct bzc_qp *qp, u8 opcode,
 		.remote_addr = remote_addr,
 		.rkey = rkey,
 		.imm_data = imm,
+		.nowait = more && opcode == IB_UVERBS_WR_RDMA_WRITE,
 	};
 	struct bzc_resp_result rr;
 	struct bzc_result res;
@@ -98,9 +120,14 @@ enum ib_wc_status bzc_bulk_qp_msg(struct bzc_qp *qp, u8 opcode,
 
 	for (;;) {
 		mutex_lock(&qp->sq_mutex);
+		/* The request's earlier messages: none has failed yet. */
+		if (first_msg && qp->wire)
+			qp->wire->bulk_status = IB_WC_SUCCESS;
+		first_msg = false;
 		if (READ_ONCE(qp->state) != IB_QPS_RTS) {
+			res.status = bzc_bulk_qp_failed(qp, IB_WC_WR_FLUSH_ERR);
 			mutex_unlock(&qp->sq_mutex);
-			return IB_WC_WR_FLUSH_ERR;
+			return res.status;
 		}
 		if (first) {
 			rnr_retry = READ_ONCE(qp->rnr_retry);
@@ -115,6 +142,8 @@ enum ib_wc_status bzc_bulk_qp_msg(struct bzc_qp *qp, u8 opcode,
 		answered = bzc_bulk_qp_address(qp, &av, &msg) &&
 			   bzc_xport_send(&bzc_local_xport, qp, &msg, true, &rr);
 		bzc_comp_answer(&msg, answered ? &rr : NULL, true, &res);
+		if (!res.rnr)
+			res.status = bzc_bulk_qp_failed(qp, res.status);
 		if (res.rnr) {
 			bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_RNR_NAKS, 1);
 			if (rnr_retry != 7 && !rnr_left--)

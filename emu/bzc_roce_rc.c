@@ -538,6 +538,36 @@ static void bzc_wire_give_up(struct bzc_wire *w)
 	}
 }
 
+/*
+ * A bulk message that did not wait for its answer leaves the window: the
+ * first failure is the bulk request's status, and breaks the connection
+ * as a failed WQE does (IB_WC_WR_FLUSH_ERR, a flush, is kept only if
+ * nothing failed before it). No RNR NAK is expected (a plain WRITE takes
+ * no receive): one fails it.
+ */
+static void bzc_wire_retire_nowait(struct bzc_qp *qp, struct bzc_wire_msg *e,
+				   bool flush,
+				   const struct bzc_resp_result *rr)
+{
+	struct bzc_wire *w = qp->wire;
+	struct bzc_result res = { .status = IB_WC_SUCCESS };
+
+	if (flush)
+		res.status = IB_WC_WR_FLUSH_ERR;
+	else
+		bzc_comp_answer(&e->msg, rr, true, &res);
+	if (res.rnr)
+		res.status = IB_WC_RNR_RETRY_EXC_ERR;
+	if (res.status != IB_WC_SUCCESS && w->bulk_status == IB_WC_SUCCESS)
+		w->bulk_status = res.status;
+	/* A flush: the QP is in ERR already, or being destroyed. */
+	if (res.status != IB_WC_SUCCESS && !flush)
+		bzc_qp_error(qp, 0);
+	bzc_sgl_put(&e->sgl);
+	kfree(e);
+	wake_up(&w->wait);
+}
+
 /* A message leaves the window: its WQE's completion, or a bulk answer. */
 static void bzc_wire_retire(struct bzc_qp *qp, struct bzc_wire_msg *e,
 			    bool flush)
@@ -573,6 +603,10 @@ static void bzc_wire_retire(struct bzc_qp *qp, struct bzc_wire_msg *e,
 	    (e->syndrome & BZC_AETH_TYPE_MASK) == BZC_AETH_ACK)
 		w->rnr_counting = false;
 
+	if (e->msg.nowait) {
+		bzc_wire_retire_nowait(qp, e, flush, answered ? &rr : NULL);
+		return;
+	}
 	if (!e->msg.wqe) {
 		/* A bulk message: its caller completes it (bzc_wire_sync()). */
 		w->sync_done = true;
@@ -827,7 +861,7 @@ void bzc_wire_reset(struct bzc_qp *qp)
 	del_timer(&w->timer);
 	list_for_each_entry_safe(e, tmp, &w->out, link) {
 		list_del(&e->link);
-		if (e->msg.wqe)
+		if (e->msg.local == &e->sgl)
 			bzc_sgl_put(&e->sgl);
 		kfree(e);
 	}
@@ -987,8 +1021,9 @@ void bzc_wire_tx(struct bzc_qp *qp, bool may_sleep)
 
 /*
  * Put an RC message in the send window and send it. A WQE's message takes
- * a copy of the WQE and the caller's SGL (left empty); a bulk message's
- * SGL stays its caller's, who waits for the answer. Returns false (and
+ * a copy of the WQE and the caller's SGL (left empty), as does a bulk
+ * message sent with nowait; another bulk message's SGL stays its
+ * caller's, who waits for the answer. Returns false (and
  * sets res->wait) when the window has no room, a fence holds it or the
  * window holds a message that failed; res->defer when there is no memory
  * now.
@@ -1051,16 +1086,18 @@ static bool bzc_wire_post(struct bzc_qp *qp, const struct bzc_msg *msg,
 	e->rd = rd;
 	e->syndrome = BZC_AETH_ACK;
 	e->expect = e->first;
-	if (msg->wqe) {
-		memcpy(e->wqe, msg->wqe, wqe_size);
-		e->msg.wqe = (const struct bzc_send_wqe *)e->wqe;
+	if (msg->wqe || msg->nowait) {
 		/* The SGL's references are the window's now. */
 		e->sgl = *msg->local;
 		bzc_sgl_init(msg->local);
+		e->msg.local = &e->sgl;
+	}
+	if (msg->wqe) {
+		memcpy(e->wqe, msg->wqe, wqe_size);
+		e->msg.wqe = (const struct bzc_send_wqe *)e->wqe;
 		/* Inline data: in the WQE's copy. */
 		if (!e->sgl.n && e->sgl.kbuf)
 			e->sgl.kbuf = e->wqe + BZC_SEND_WQE_DATA_OFFSET;
-		e->msg.local = &e->sgl;
 	}
 	e->sink.sgl = e->msg.local;
 	e->sink_faults = BZC_WIRE_SINK_FAULTS;
@@ -1091,7 +1128,11 @@ static bool bzc_wire_post(struct bzc_qp *qp, const struct bzc_msg *msg,
 
 /*
  * A message without a WQE (a bulk request's, bzc_bulk_qp.c): after the
- * QP's own messages, alone in the window, answered in place. Sleeps.
+ * QP's own messages, alone in the window, answered in place; or, with
+ * msg->nowait, put in the window as soon as it has room (returns true
+ * then, an ACK in `res`; bzc_wire_retire_nowait() takes its answer), so
+ * a request's messages follow each other without a round trip between
+ * them. Sleeps.
  */
 static bool bzc_wire_sync(struct bzc_qp *qp, const struct bzc_msg *msg,
 			  u32 pmtu, struct bzc_resp_result *res)
@@ -1115,18 +1156,21 @@ static bool bzc_wire_sync(struct bzc_qp *qp, const struct bzc_msg *msg,
 				bzc_wire_retire(qp, bzc_wire_newest(w), true);
 			return false;
 		}
-		if (!posted && !w->n_out) {
+		/* Alone in the window, or (nowait) where there is room. */
+		if (!posted && (!w->n_out || msg->nowait)) {
 			res->posted = false;
 			res->wait = false;
 			res->defer = false;
-			if (!bzc_wire_post(qp, msg, pmtu, true, res)) {
-				if (res->defer)
-					return false;
+			if (bzc_wire_post(qp, msg, pmtu, true, res)) {
+				res->posted = false;
+				if (msg->nowait)
+					return true;
+				posted = true;
 				continue;
 			}
-			res->posted = false;
-			posted = true;
-			continue;
+			if (res->defer)
+				return false;
+			res->wait = false;
 		}
 		wait_event_timeout(w->wait, READ_ONCE(w->event) ||
 				   READ_ONCE(w->expired) ||

@@ -43,9 +43,15 @@ struct bzc_msg {
 	/*
 	 * The WQE it comes from, or NULL (a bulk message). An RC message on
 	 * the wire with a WQE joins the send window and completes later; one
-	 * without is answered in place.
+	 * without is answered in place, unless nowait.
 	 */
 	const struct bzc_send_wqe *wqe;
+	/*
+	 * A bulk message that does not wait for its answer (RC on the wire):
+	 * the send window takes its SGL, and a failure goes to the QP's
+	 * bzc_wire.bulk_status and puts the QP in ERR. Elsewhere, as without.
+	 */
+	bool nowait;
 };
 
 /*
@@ -173,6 +179,8 @@ struct bzc_wire {
 	bool sync_done;
 	bool sync_answered;
 	struct bzc_resp_result sync_rr;
+	/* The first failure of the bulk messages sent with nowait. */
+	enum ib_wc_status bulk_status;
 
 	u32 gen;			/* bzc_qp.resp_gen taken up */
 	u32 epsn;			/* the PSN expected next */
@@ -314,6 +322,7 @@ u32 bzc_rnr_timer_usecs(u8 rnr_timer);
 /* bzc_bulk_qp.c: bulk requests as RDMA messages on an RC QP */
 enum ib_wc_status bzc_bulk_qp_msg(struct bzc_qp *qp, u8 opcode,
 				  struct bzc_sgl *local, u64 remote_addr,
-				  u32 rkey, __le32 imm, const bool *stop);
+				  u32 rkey, __le32 imm, bool first, bool more,
+				  const bool *stop);
 
 #endif /* BZC_XPORT_H */

@@ -56,11 +56,16 @@ def sha(addr, length):
     return d.hexdigest()
 
 
-def last_msg_len(n):
-    """Bytes of the last RDMA message of an n-byte bulk request on a QP."""
+def msg_bytes():
+    """Bytes of each RDMA message of a bulk request on a QP."""
     with open('/sys/module/bzc/parameters/bulk_qp_msg_kb') as f:
         msg = int(f.read()) << 10
-    msg = min(max(msg, 4 << 10), 1 << 31)
+    return min(max(msg, 4 << 10), 1 << 31)
+
+
+def last_msg_len(n):
+    """Bytes of the last RDMA message of an n-byte bulk request on a QP."""
+    msg = msg_bytes()
     return n - (n - 1) // msg * msg if n else 0
 
 
@@ -366,6 +371,34 @@ def test_wire_bad_rkey(far):
                     'rkey': f.info['rkey'] ^ 0x1000}, timeout=120)
     assert wc.status == WC_REM_ACCESS_ERR, dv.wc_str(wc)
     assert f.ask('sha', off=0, len=n)['sha'] == before
+    assert qp.state() == dv.QPS_ERR
+
+
+@pytest.mark.two_hosts
+def test_wire_write_fails_mid_request(far):
+    """A bulk WRITE of 8 messages whose range runs past the end of the
+    peer's MR from the 3rd message on: the messages go without waiting
+    for each other's answers, yet the WQE completes once, with the
+    failure's REM_ACCESS_ERR (not a flush of the messages behind it),
+    the first two messages' bytes are on the peer, the third (refused
+    at its first packet) placed nothing, and our QP is in ERR."""
+    c, chan, f, qp = far
+    msg = msg_bytes()
+    n = 8 * msg
+    assert WIRE_BYTES >= 2 * msg + msg // 2
+    off = WIRE_BYTES - 2 * msg - msg // 2
+    f.ask('fill', seed=28, off=0, len=WIRE_BYTES)
+    tail = f.ask('sha', off=off + 2 * msg, len=msg // 2)['sha']
+    src = c.buf(n)
+    dv.fill(src.addr, n, dv.pattern(29))
+    wc = one(chan, {'op': dv.BULK_WRITE, 'sges': [(src.addr, n, 0)],
+                    'raddr': f.info['addr'] + off,
+                    'rkey': f.info['rkey']}, timeout=300)
+    assert wc.status == WC_REM_ACCESS_ERR, dv.wc_str(wc)
+    assert f.ask('sha', off=off, len=2 * msg)['sha'] == \
+        sha(src.addr, 2 * msg)
+    assert f.ask('sha', off=off + 2 * msg, len=msg // 2)['sha'] == tail
+    chan.cq.assert_empty()
     assert qp.state() == dv.QPS_ERR
 
 
