@@ -402,6 +402,32 @@ def test_wire_write_fails_mid_request(far):
     assert qp.state() == dv.QPS_ERR
 
 
+@pytest.mark.two_hosts
+def test_wire_write_under_netem(far, peer):
+    """A bulk WRITE of 16 messages on the faulty link (netem on both ends
+    of the bzc link: 1 % loss, 1 % reordering, 0.5 % duplication): the
+    messages share the send window, so losses land among several of
+    them, and go-back-N from the first PSN not acknowledged brings the
+    request through: one successful completion, the bytes intact on the
+    peer, bzc0 retransmitted."""
+    c, chan, f, _ = far
+    n = 16 * msg_bytes()
+    assert n <= WIRE_BYTES
+    src = c.buf(n)
+    dv.fill(src.addr, n, dv.pattern(30))
+    before = h.hw_counters()
+    with th.netem_both_ends(peer, th.NETEM):
+        wc = timed(chan, {'op': dv.BULK_WRITE, 'sges': [(src.addr, n, 0)],
+                          'raddr': f.info['addr'],
+                          'rkey': f.info['rkey']}, n)
+    resent = h.hw_counters()['retransmits'] - before['retransmits']
+    assert wc.status == dv.WC_SUCCESS, dv.wc_str(wc)
+    assert f.ask('sha', off=0, len=n)['sha'] == sha(src.addr, n)
+    chan.cq.assert_empty()
+    assert resent > 0
+    print(f'{n // MIB} MiB under netem: {resent} retransmissions')
+
+
 # An ODP MR as the sink of a bulk READ from the peer, and the process
 # changing its mapping while the READ responses come in: the requester
 # takes the fault (the receive worker cannot), then asks again for the rest.

@@ -14,6 +14,7 @@ bzc0 on the wire, against $BZC_LINK_DEV on the peer over the other link
 (bzclink0, $BZC_NETDEV): test_wire.py.
 """
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -200,3 +201,21 @@ def test_tcp_iperf3(peer, link):
 
 # (netem reorders only packets it delays: reordering needs a delay)
 NETEM = ['delay', '1ms', 'loss', '1%', 'reorder', '1%', 'duplicate', '0.5%']
+
+
+@contextlib.contextmanager
+def netem_both_ends(peer, netem):
+    """netem with arguments `netem` as the root qdisc of the bzc link on
+    this machine and on the peer, for the body of the with-block."""
+    link = os.environ.get('BZC_NETDEV', 'bzclink0')
+    add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', *netem]
+    delete = ['tc', 'qdisc', 'del', 'dev', link, 'root']
+    h.run(add)
+    try:
+        peer.run(add)
+        try:
+            yield
+        finally:
+            peer.run(delete)
+    finally:
+        h.run(delete)

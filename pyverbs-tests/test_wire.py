@@ -19,7 +19,6 @@ wire counters show the packets went out and came in, so a pass cannot come
 from anywhere but the link.
 """
 
-import contextlib
 import hashlib
 import ipaddress
 import json
@@ -694,24 +693,6 @@ def test_hostile_packets_dropped(peer, wire):
     assert after['rx_packets'] - before['rx_packets'] == 4
 
 
-@contextlib.contextmanager
-def netem_both_ends(peer, netem):
-    """netem with arguments `netem` as the root qdisc of the bzc link on
-    this machine and on the peer, for the body of the with-block."""
-    link = os.environ.get('BZC_NETDEV', 'bzclink0')
-    add = ['tc', 'qdisc', 'add', 'dev', link, 'root', 'netem', *netem]
-    delete = ['tc', 'qdisc', 'del', 'dev', link, 'root']
-    h.run(add)
-    try:
-        peer.run(add)
-        try:
-            yield
-        finally:
-            peer.run(delete)
-    finally:
-        h.run(delete)
-
-
 def last_ack_lost(cli, srv, iters):
     """Whether a pingpong run failed only because the ACK of its very last
     SEND was lost: one side ran every iteration and exited 0, the other
@@ -738,7 +719,7 @@ def test_rc_pingpong_netem(peer, wire):
     size, iters = 16384, 200
     args = ['-s', str(size), '-n', str(iters), '-m', '1024', '--chk']
     before = h.hw_counters()
-    with netem_both_ends(peer, th.NETEM):
+    with th.netem_both_ends(peer, th.NETEM):
         cli, srv = pair(peer, wire, False, ['ibv_rc_pingpong'], args)
         if last_ack_lost(cli, srv, iters):
             print('the last ACK was lost after its peer had left '
@@ -761,7 +742,7 @@ def perftest_under_netem(peer, wire, tool, netem, args):
     port = cr.free_tcp_port()
     common = ['-d', 'DEV', '-x', 'GIDX', '-F', '-p', str(port), *args]
     before = h.hw_counters()
-    with netem_both_ends(peer, netem):
+    with th.netem_both_ends(peer, netem):
         cli, _ = run_either(peer, wire, False, [tool, *common],
                             [tool, *common, 'SRV_IP'], port)
     after = h.hw_counters()
