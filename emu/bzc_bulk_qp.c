@@ -76,7 +76,7 @@ static enum ib_wc_status bzc_bulk_qp_failed(struct bzc_qp *qp,
  * @remote_addr: the peer's address
  * @rkey: the peer's rkey
  * @imm: WRITE_WITH_IMM's immediate, as the bulk WQE holds it
- * @first: the request's first message
+ * @first_msg: the request's first message
  * @more: more messages of the request follow this one
  * @stop: the channel stopped: no more RNR retries
  *

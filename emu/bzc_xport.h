@@ -322,7 +322,7 @@ u32 bzc_rnr_timer_usecs(u8 rnr_timer);
 /* bzc_bulk_qp.c: bulk requests as RDMA messages on an RC QP */
 enum ib_wc_status bzc_bulk_qp_msg(struct bzc_qp *qp, u8 opcode,
 				  struct bzc_sgl *local, u64 remote_addr,
-				  u32 rkey, __le32 imm, bool first, bool more,
+				  u32 rkey, __le32 imm, bool first_msg, bool more,
 				  const bool *stop);
 
 #endif /* BZC_XPORT_H */
