@@ -814,6 +814,7 @@ void *bzc_kva_map(u64 addr, u64 max, size_t *len);
 
 /* bzc_req.c: the requester (the rest of the data path: bzc_xport.h) */
 extern struct workqueue_struct *bzc_wq;
+extern struct workqueue_struct *bzc_cpu_wq;
 void bzc_sq_kick(struct bzc_qp *qp);
 void bzc_sq_work(struct work_struct *work);
 int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp);

@@ -228,26 +228,41 @@ static int __init bzc_init(void)
 {
 	int err;
 
-	/* Send queue executors: long copies, may sleep, any CPU. */
+	/* Bulk lanes and copy helpers: spread over the CPUs. */
 	bzc_wq = alloc_workqueue("bzc", WQ_UNBOUND | WQ_HIGHPRI, 0);
 	if (!bzc_wq)
 		return -ENOMEM;
+	/*
+	 * QP workers and the receive worker: on the CPU that kicked them (a
+	 * doorbell, a packet, a timer), not woken on another one, which in a
+	 * guest may wait for its vCPU to be scheduled; CPU intensive, so a
+	 * long pass never holds the others on that CPU back.
+	 */
+	bzc_cpu_wq = alloc_workqueue("bzc_cpu", WQ_HIGHPRI | WQ_CPU_INTENSIVE,
+				     0);
+	if (!bzc_cpu_wq) {
+		err = -ENOMEM;
+		goto err_wq;
+	}
 
 	err = bzc_dmabuf_init();
-	if (err) {
-		destroy_workqueue(bzc_wq);
-		return err;
-	}
+	if (err)
+		goto err_cpu_wq;
 
 	err = register_netdevice_notifier(&bzc_netdev_notifier);
-	if (err) {
-		bzc_dmabuf_exit();
-		destroy_workqueue(bzc_wq);
-		return err;
-	}
+	if (err)
+		goto err_dmabuf;
 
 	rdma_link_register(&bzc_link_ops);
 	return 0;
+
+err_dmabuf:
+	bzc_dmabuf_exit();
+err_cpu_wq:
+	destroy_workqueue(bzc_cpu_wq);
+err_wq:
+	destroy_workqueue(bzc_wq);
+	return err;
 }
 
 static void __exit bzc_exit(void)
@@ -256,6 +271,7 @@ static void __exit bzc_exit(void)
 	ib_unregister_driver(BZC_RDMA_DRIVER_ID);
 	unregister_netdevice_notifier(&bzc_netdev_notifier);
 	bzc_dmabuf_exit();
+	destroy_workqueue(bzc_cpu_wq);
 	destroy_workqueue(bzc_wq);
 }
 

@@ -107,7 +107,7 @@ static rx_handler_result_t bzc_rx_handler(struct sk_buff **pskb)
 	if (!skb)
 		return RX_HANDLER_CONSUMED;
 	skb_queue_tail(&bdev->rxq, skb);
-	queue_work(bzc_wq, &bdev->rx_work);
+	queue_work(bzc_cpu_wq, &bdev->rx_work);
 	return RX_HANDLER_CONSUMED;
 }
 

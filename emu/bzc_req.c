@@ -4,13 +4,14 @@
  *
  * A QP's send WQEs are executed in order by whoever holds its sq_mutex: the
  * doorbell syscall itself for short WQEs (low latency, nothing sleeps), a
- * worker on bzc_wq for the rest (long copies may reschedule). Executing a
- * WQE means checking it and its local keys, building the message it sends
- * (struct bzc_msg) and handing that to the transport, whose responder
- * answers; the completer (bzc_comp.c) completes the WQE from the answer,
- * as the transport's semantics say (RC: reliable with RNR retries and
- * error completions on both sides; UC and UD: what cannot be delivered
- * is dropped).
+ * worker on bzc_cpu_wq for the rest (long copies may reschedule), on the
+ * CPU that kicked it: the doorbell's, or the one an answer came to.
+ * Executing a WQE means checking it and its local keys, building the
+ * message it sends (struct bzc_msg) and handing that to the transport,
+ * whose responder answers; the completer (bzc_comp.c) completes the WQE
+ * from the answer, as the transport's semantics say (RC: reliable with RNR
+ * retries and error completions on both sides; UC and UD: what cannot be
+ * delivered is dropped).
  *
  * Everything read from a ring is copied into kernel memory first and
  * checked there; the process can change its ring at any time.
@@ -29,6 +30,7 @@
 #include "bzc_xport.h"
 
 struct workqueue_struct *bzc_wq;
+struct workqueue_struct *bzc_cpu_wq;
 
 /*
  * What one doorbell syscall runs itself: at most this many WQEs (flushed
@@ -371,7 +373,7 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 			return true;
 		if (qp->rnr_waiting && time_before(jiffies, qp->rnr_until)) {
 			/* Woken early (a doorbell): keep the RNR timer armed. */
-			mod_delayed_work(bzc_wq, &qp->sq_work,
+			mod_delayed_work(bzc_cpu_wq, &qp->sq_work,
 					 qp->rnr_until - jiffies);
 			return false;
 		}
@@ -427,13 +429,13 @@ void bzc_sq_kick(struct bzc_qp *qp)
 	bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_DOORBELLS, 1);
 	if (!mutex_trylock(&qp->sq_mutex)) {
 		/* The holder may be past its look at prod: requeue. */
-		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
+		queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
 		return;
 	}
 	more = bzc_sq_run(qp, BZC_DOORBELL_WQES, BZC_DOORBELL_BYTES, false);
 	mutex_unlock(&qp->sq_mutex);
 	if (more)
-		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
+		queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
 }
 
 /*
@@ -456,7 +458,7 @@ void bzc_sq_work(struct work_struct *work)
 	if (drained)
 		bzc_qp_sq_drained(qp);
 	if (more)
-		queue_delayed_work(bzc_wq, &qp->sq_work, 0);
+		queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
 }
 
 /* Scratch space a QP's data path needs; allocated with the QP. */
