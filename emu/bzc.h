@@ -815,6 +815,19 @@ void *bzc_kva_map(u64 addr, u64 max, size_t *len);
 /* bzc_req.c: the requester (the rest of the data path: bzc_xport.h) */
 extern struct workqueue_struct *bzc_wq;
 extern struct workqueue_struct *bzc_cpu_wq;
+
+/* Run the QP's worker now; nothing changes if it is already queued. */
+static inline void bzc_sq_queue(struct bzc_qp *qp)
+{
+	queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
+}
+
+/* Run the QP's worker `delay` jiffies from now, queued already or not. */
+static inline void bzc_sq_queue_in(struct bzc_qp *qp, unsigned long delay)
+{
+	mod_delayed_work(bzc_cpu_wq, &qp->sq_work, delay);
+}
+
 void bzc_sq_kick(struct bzc_qp *qp);
 void bzc_sq_work(struct work_struct *work);
 int bzc_qp_alloc_scratch(struct bzc_qp *qp, gfp_t gfp);

@@ -147,7 +147,7 @@ static bool bzc_rnr_wait(struct bzc_qp *qp, u8 rnr_timer)
 	delay = usecs_to_jiffies(bzc_rnr_usecs[rnr_timer & 31]);
 	qp->rnr_until = jiffies + delay;
 	/* mod_: a doorbell may have queued the work already, undelayed. */
-	mod_delayed_work(bzc_cpu_wq, &qp->sq_work, delay);
+	bzc_sq_queue_in(qp, delay);
 	return true;
 }
 

@@ -223,7 +223,7 @@ int bzc_kpost_send(struct bzc_qp *qp, const struct ib_send_wr *wr,
 	if (err)
 		*bad_wr = wr;
 	/* The worker runs the WQEs: the caller may hold locks of its own. */
-	queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
+	bzc_sq_queue(qp);
 	return err;
 }
 

@@ -375,7 +375,7 @@ static void bzc_qp_enter_error(struct bzc_qp *qp)
 	 * The SQ executor flushes the SQ: now, even if an RNR wait was
 	 * pending, and in its own context (we may be in another QP's).
 	 */
-	mod_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
+	bzc_sq_queue_in(qp, 0);
 }
 
 /*

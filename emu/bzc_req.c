@@ -373,8 +373,7 @@ static bool bzc_sq_run(struct bzc_qp *qp, u32 max_wqes, u64 max_bytes,
 			return true;
 		if (qp->rnr_waiting && time_before(jiffies, qp->rnr_until)) {
 			/* Woken early (a doorbell): keep the RNR timer armed. */
-			mod_delayed_work(bzc_cpu_wq, &qp->sq_work,
-					 qp->rnr_until - jiffies);
+			bzc_sq_queue_in(qp, qp->rnr_until - jiffies);
 			return false;
 		}
 		if (max_bytes != U64_MAX && bzc_wqe_valid(qp, wqe) &&
@@ -429,13 +428,13 @@ void bzc_sq_kick(struct bzc_qp *qp)
 	bzc_count(to_bdev(qp->ibqp.device), BZC_CNT_DOORBELLS, 1);
 	if (!mutex_trylock(&qp->sq_mutex)) {
 		/* The holder may be past its look at prod: requeue. */
-		queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
+		bzc_sq_queue(qp);
 		return;
 	}
 	more = bzc_sq_run(qp, BZC_DOORBELL_WQES, BZC_DOORBELL_BYTES, false);
 	mutex_unlock(&qp->sq_mutex);
 	if (more)
-		queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
+		bzc_sq_queue(qp);
 }
 
 /*
@@ -458,7 +457,7 @@ void bzc_sq_work(struct work_struct *work)
 	if (drained)
 		bzc_qp_sq_drained(qp);
 	if (more)
-		queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
+		bzc_sq_queue(qp);
 }
 
 /* Scratch space a QP's data path needs; allocated with the QP. */

@@ -113,7 +113,7 @@ static void bzc_wire_write_space(struct sock *sk)
 	qp = sk->sk_user_data;
 	if (qp && test_and_clear_bit(BZC_WIRE_TX_WAIT, &qp->wire->tx_flags)) {
 		WRITE_ONCE(qp->wire->event, true);
-		queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
+		bzc_sq_queue(qp);
 		wake_up(&qp->wire->wait);
 	}
 	read_unlock(&sk->sk_callback_lock);
@@ -407,7 +407,7 @@ static void bzc_wire_timer(struct timer_list *t)
 	struct bzc_wire *w = from_timer(w, t, timer);
 
 	WRITE_ONCE(w->expired, true);
-	queue_delayed_work(bzc_cpu_wq, &w->qp->sq_work, 0);
+	bzc_sq_queue(w->qp);
 	wake_up(&w->wait);
 }
 
@@ -505,7 +505,7 @@ static void bzc_wire_moved(struct bzc_qp *qp, bool event)
 		return;
 	w->room_wait = false;
 	w->event = true;
-	queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
+	bzc_sq_queue(qp);
 	wake_up(&w->wait);
 }
 
@@ -733,7 +733,7 @@ static void bzc_wire_nak(struct bzc_qp *qp, u8 syndrome, u32 psn)
 	/* The RNR wait is no timeout: the timer starts again after it. */
 	del_timer(&w->timer);
 	spin_unlock(&w->lock);
-	mod_delayed_work(bzc_cpu_wq, &qp->sq_work, delay);
+	bzc_sq_queue_in(qp, delay);
 }
 
 /**
@@ -805,8 +805,7 @@ bool bzc_wire_reap(struct bzc_qp *qp)
 	if (w->rnr_pending) {
 		if (time_before(jiffies, w->rnr_until)) {
 			spin_unlock(&w->lock);
-			mod_delayed_work(bzc_cpu_wq, &qp->sq_work,
-					 w->rnr_until - jiffies);
+			bzc_sq_queue_in(qp, w->rnr_until - jiffies);
 			return false;
 		}
 		w->rnr_pending = false;
@@ -958,7 +957,7 @@ void bzc_wire_tx(struct bzc_qp *qp, bool may_sleep)
 		return;
 	/* ODP pages are faulted in only where that may sleep: the worker. */
 	if (!may_sleep && bzc_odp_active()) {
-		queue_delayed_work(bzc_cpu_wq, &qp->sq_work, 0);
+		bzc_sq_queue(qp);
 		return;
 	}
 	/*
