@@ -1052,30 +1052,18 @@ def test_several_processes_several_channels(bulk):
             p.p.wait()
 
 
-def pinned_pages():
-    """Pages pinned with FOLL_PIN in the whole system now (/proc/vmstat).
-    The per-CPU counter deltas are folded in first (vm.stat_refresh):
-    unfolded, acquired and released lag apart and the difference can even
-    read negative (seen on Linux 6.12: -25 before a test, 0 after)."""
-    with open('/proc/sys/vm/stat_refresh', 'w') as f:
-        f.write('1')
-    with open('/proc/vmstat') as f:
-        v = dict(line.split() for line in f)
-    return int(v['nr_foll_pin_acquired']) - int(v['nr_foll_pin_released'])
-
-
 @pytest.mark.big
 def test_sigkill_mid_transfer_leaks_nothing(bulk):
     """SIGKILL while 1 GiB transfers run: the kernel flushes the channel,
     unpins everything (MemAvailable comes back) and drops every object."""
     res0 = h.rdma_res_summary()
     mem0 = h.meminfo()['MemAvailable']
-    pins0 = pinned_pages()
+    pins0 = h.pinned_pages()
     p = Peer('hold', GiB)
     try:
         ans = p.read(600)
         assert ans['posted'], ans
-        assert pinned_pages() > pins0, 'the peer pinned nothing?'
+        assert h.pinned_pages() > pins0, 'the peer pinned nothing?'
         time.sleep(0.3)                 # in the middle of the first copy
         p.p.send_signal(signal.SIGKILL)
         assert p.p.wait(120) == -signal.SIGKILL
@@ -1090,5 +1078,5 @@ def test_sigkill_mid_transfer_leaks_nothing(bulk):
         lambda: h.meminfo()['MemAvailable'] > mem0 - 256 * 1024, timeout=120), \
         (mem0, h.meminfo()['MemAvailable'])
     # every page pinned for the process (MRs, MR cache) is unpinned again
-    assert h.wait_until(lambda: pinned_pages() <= pins0, timeout=60), \
-        (pins0, pinned_pages())
+    assert h.wait_until(lambda: h.pinned_pages() <= pins0, timeout=60), \
+        (pins0, h.pinned_pages())

@@ -20,7 +20,7 @@ import pytest
 
 import bzc_helpers as h
 import bzcdv as dv
-from test_bulk import Peer, bulk, c, caps, pinned_pages  # noqa: F401
+from test_bulk import Peer, bulk, c, caps  # noqa: F401
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 PARAMS = '/sys/module/bzc/parameters'
@@ -351,7 +351,7 @@ def test_cached_mr_reg_in_forked_child_eperm(c, cache_on):
     buf = c.buf(n)
     dv.zero(buf.addr, n, 1)
     s0 = c.cache_stats()
-    pins0 = pinned_pages()
+    pins0 = h.pinned_pages()
     pid = os.fork()
     if pid == 0:
         code = 255
@@ -367,7 +367,7 @@ def test_cached_mr_reg_in_forked_child_eperm(c, cache_on):
     s1 = c.cache_stats()
     assert (s1.misses, s1.pinned_bytes, s1.entries) == \
         (s0.misses, s0.pinned_bytes, s0.entries), (s0.as_dict(), s1.as_dict())
-    assert pinned_pages() <= pins0, (pins0, pinned_pages())
+    assert h.pinned_pages() <= pins0, (pins0, h.pinned_pages())
     # the parent still registers
     assert c.cached(buf.addr, n).lkey
 
@@ -380,11 +380,11 @@ def test_cached_mr_2tib_enomem(c, cache_on, backing):
     size = 2 * TiB
     addr = dv.reserve(size) if backing == 'prot_none' else dv.reserve_rw(size)
     try:
-        pins0 = pinned_pages()
+        pins0 = h.pinned_pages()
         with pytest.raises(OSError) as e:
             dv.CachedMr(c.pd, addr, size)
         assert e.value.errno == errno.ENOMEM, e.value
-        assert pinned_pages() <= pins0
+        assert h.pinned_pages() <= pins0
         assert c.cache_stats().pinned_bytes == 0
     finally:
         dv.munmap(addr, size)
@@ -410,11 +410,11 @@ def test_reg_mr_2tib_einval(c, backing):
     size = 2 * TiB
     addr = dv.reserve(size) if backing == 'prot_none' else dv.reserve_rw(size)
     try:
-        pins0 = pinned_pages()
+        pins0 = h.pinned_pages()
         with pytest.raises(OSError) as e:
             dv.Mr(c.pd, addr, size)
         assert e.value.errno == errno.EINVAL, e.value
-        assert pinned_pages() <= pins0
+        assert h.pinned_pages() <= pins0
     finally:
         dv.munmap(addr, size)
 
@@ -437,7 +437,7 @@ def test_over_memlock_enomem(bulk):
     unbacked address space) both the cache and ibv_reg_mr fail with
     ENOMEM before allocating or pinning anything."""
     limit = 256 * KiB
-    pins0 = pinned_pages()
+    pins0 = h.pinned_pages()
     p = Peer('memlock', limit)
     try:
         got = p.read(120)
@@ -446,5 +446,5 @@ def test_over_memlock_enomem(bulk):
     assert got == {'cached_within': 0, 'cached_over': errno.ENOMEM,
                    'cached_2tib': errno.ENOMEM, 'reg_over': errno.ENOMEM,
                    'pinned_bytes': limit // 2}, got
-    assert h.wait_until(lambda: pinned_pages() <= pins0, timeout=30), \
-        (pins0, pinned_pages())
+    assert h.wait_until(lambda: h.pinned_pages() <= pins0, timeout=30), \
+        (pins0, h.pinned_pages())

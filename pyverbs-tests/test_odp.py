@@ -225,10 +225,9 @@ def test_odp_caps(env):
 def test_registration_pins_nothing(env, mrs):
     """1 GiB of address space registered ODP: nothing is pinned (not
     even mapped memory: an ODP MR may cover a range never touched)."""
-    from test_bulk import pinned_pages
-    before = pinned_pages()
+    before = h.pinned_pages()
     r, mr = mrs.odp(1 << 30)
-    assert pinned_pages() <= before, (before, pinned_pages())
+    assert h.pinned_pages() <= before, (before, h.pinned_pages())
     assert mr.lkey and mr.rkey
 
 
@@ -756,15 +755,14 @@ def test_send_source_unmapped_mid_send(env, pair, mrs):
 def test_rereg_to_and_from_odp(env, pair, mrs, regions):
     """ibv_rereg_mr turning ODP on (a new MR that pins nothing), moving
     an ODP MR to another range, and turning ODP off."""
-    from test_bulk import pinned_pages
     a, b = pair()
     src = mrs.plain(4 * PAGE)
     r = regions(4 * PAGE)
     mr = MR(env.pd, 4 * PAGE, LW | RW | RR, address=r.addr)
     try:
-        pins = pinned_pages()
+        pins = h.pinned_pages()
         mr.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, env.pd, 0, 0, LW | RW | ODP)
-        assert pinned_pages() <= pins - 4, (pins, pinned_pages())
+        assert h.pinned_pages() <= pins - 4, (pins, h.pinned_pages())
         d = os.urandom(PAGE)
         src.write(d, PAGE, 0)
         ok(write(a, sge(src, 0, PAGE), mr.rkey, r.addr + PAGE), 'to ODP')
@@ -843,16 +841,15 @@ CHILD = textwrap.dedent('''
 def test_killed_process_leaks_nothing(env):
     """SIGKILL with ODP MRs (explicit and implicit) and WRITEs in flight:
     every object goes, nothing was pinned, and nothing stays."""
-    from test_bulk import pinned_pages
     res0 = h.rdma_res_summary()
-    pins0 = pinned_pages()
+    pins0 = h.pinned_pages()
     p = subprocess.Popen([sys.executable, '-c', CHILD,
                           os.path.dirname(os.path.abspath(__file__))],
                          stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == 'ready'
         assert h.rdma_res_summary()['mr'] >= res0['mr'] + 2
-        assert pinned_pages() <= pins0
+        assert h.pinned_pages() <= pins0
         p.send_signal(signal.SIGKILL)
         assert p.wait(120) == -signal.SIGKILL
     finally:
@@ -861,7 +858,7 @@ def test_killed_process_leaks_nothing(env):
             p.wait()
     assert h.wait_until(lambda: h.rdma_res_summary() == res0, timeout=120), \
         (res0, h.rdma_res_summary())
-    assert pinned_pages() <= pins0, (pins0, pinned_pages())
+    assert h.pinned_pages() <= pins0, (pins0, h.pinned_pages())
 
 
 # --- bulk channels -----------------------------------------------------------
