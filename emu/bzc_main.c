@@ -236,10 +236,13 @@ static int __init bzc_init(void)
 	 * QP workers and the receive worker: on the CPU that kicked them (a
 	 * doorbell, a packet, a timer), not woken on another one, which in a
 	 * guest may wait for its vCPU to be scheduled; CPU intensive, so a
-	 * long pass never holds the others on that CPU back.
+	 * long pass never holds the others on that CPU back. Kernel
+	 * consumers' WQEs run here, so writeback over NVMe-oF or NFS/RDMA
+	 * that memory reclaim waits for does: WQ_MEM_RECLAIM, a rescuer for
+	 * when no new worker can be made.
 	 */
-	bzc_cpu_wq = alloc_workqueue("bzc_cpu", WQ_HIGHPRI | WQ_CPU_INTENSIVE,
-				     0);
+	bzc_cpu_wq = alloc_workqueue("bzc_cpu", WQ_HIGHPRI | WQ_CPU_INTENSIVE |
+				     WQ_MEM_RECLAIM, 0);
 	if (!bzc_cpu_wq) {
 		err = -ENOMEM;
 		goto err_wq;
