@@ -995,13 +995,19 @@ def test_fi_pingpong(peer, wire, bzc_serves):
         f'before {before}, after {after}'
 
 
-# Against rxe1 UCP's wire-up over ud_verbs times out on both ends (UCX
-# 1.13: "UD endpoint ...: unhandled timeout error", then abort), although
-# ibv_ud_pingpong works between the same devices both ways: not
-# explained yet, so bzc<->bzc only. (ucx_perftest's transport-layer tests
-# cannot pair different devices: the server takes the client's device
-# name, "Cannot use rc_verbs/bzc0:1" on a peer with rxe1.)
-@wire_cases(('bzc', False))
+# UCP's wire-up runs over ud_verbs, whose receive filter drops a datagram
+# whose GRH does not name one of the device's GIDs. UCX before 1.19 (Debian
+# 12 has 1.13, Debian 13 1.18) takes the header's form from the completion's
+# SL, as mlx5 reports it; any other device reports SL 0, "IPv6", and UCX reads
+# the 16 bytes at the end of the GRH as the destination GID. bzc0 writes the
+# IPv6 form (emu/README.md), so that reading is right; rxe writes RoCE v2's
+# IPv4 form (IBA A17.4.5.2), UCX reads part of the IPv4 header as the GID
+# and drops every datagram, between two rxe devices as well (seen on these
+# guests: ucx_perftest rxe0 <-> rxe0 times out in the wire-up unless the
+# filter is off). So the filter is off on the rxe side only: bzc0's own
+# side still filters. (ucx_perftest's transport-layer tests cannot pair
+# different devices: the server takes the client's device name.)
+@wire_cases(('rxe', False), ('rxe', True), ('bzc', False))
 @pytest.mark.parametrize('bzc_serves', [False, True],
                          ids=['bzc-client', 'bzc-server'])
 def test_ucx_perftest(peer, wire, bzc_serves):
@@ -1013,7 +1019,8 @@ def test_ucx_perftest(peer, wire, bzc_serves):
     need_tool('ucx_perftest', 'ucx-utils')
     iters, size = 20, 65536
     port = cr.free_tcp_port()
-    env = ['env', 'UCX_TLS=rc_v', 'UCX_NET_DEVICES=DEV:1']
+    env = ['sh', '-c', 'case $0 in rxe*) export UCX_UD_ETH_DGID_CHECK=n;; '
+           'esac; exec env UCX_TLS=rc_v UCX_NET_DEVICES=$0:1 "$@"', 'DEV']
     args = ['-t', 'ucp_put_bw', '-s', str(size), '-n', str(iters),
             '-w', '2', '-p', str(port)]
     before = wire_counters()
