@@ -926,6 +926,9 @@ int op_mr_rereg(struct worker *w)
 	pd = get_pd(w);
 	arena_range(w, &addr, &len, 256 << 10);
 	flags = chance(w, 90) ? (int)rnd_below(w, 8) : (int)rnd(w);
+	/* No PD to move to (none could be made): libibverbs reads pd->handle. */
+	if (!pd && (flags & IBV_REREG_MR_CHANGE_PD))
+		return NOTHING;
 	/* New rights over the range the MR keeps when it does not move. */
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
 		access = arena_access(w, addr, len, access);
