@@ -126,14 +126,17 @@ struct bzc_dev {
 	 * Multicast groups by MGID (bzc_mcast.c): each lists the QPs
 	 * attached to it, without holding references. A QP is detached from
 	 * all of them before its destruction waits for its users. mc_mutex
-	 * serializes the changes (and the netdev joins, which sleep);
-	 * mc_lock also keeps the senders' and the receiver's lookups out.
+	 * serializes the changes (the netdev joins and leaves, which take
+	 * RTNL, never run under it); mc_lock also keeps the senders' and the
+	 * receiver's lookups out. mc_leaving counts the leaves a QP's
+	 * destruction left to a worker.
 	 */
-	struct mutex mc_mutex;		/* changes, joins */
+	struct mutex mc_mutex;		/* changes */
 	spinlock_t mc_lock;		/* changes, lookups */
 	DECLARE_HASHTABLE(mc_hash, 6);
 	u32 mc_groups;			/* at most attr.max_mcast_grp */
 	u32 mc_attached;		/* at most max_total_mcast_qp_attach */
+	atomic_t mc_leaving;
 	struct bzc_stats __percpu *stats;
 	/*
 	 * The wire (bzc_net.c, bzc_roce_rx.c): RoCE v2 packets the netdev's
@@ -765,6 +768,7 @@ void bzc_qp_put(struct bzc_qp *qp);
 
 /* bzc_mcast.c */
 void bzc_mcast_init(struct bzc_dev *bdev);
+void bzc_mcast_wait_leaves(struct bzc_dev *bdev);
 void bzc_mcast_cleanup(struct bzc_dev *bdev);
 int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
 int bzc_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);

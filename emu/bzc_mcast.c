@@ -13,6 +13,8 @@
 
 #include <linux/jhash.h>
 #include <linux/slab.h>
+#include <linux/wait_bit.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_addr.h>
 
 #include "bzc.h"
@@ -22,6 +24,8 @@ struct bzc_mcast_grp {
 	union ib_gid mgid;
 	u32 nr;
 	struct bzc_qp *qp[BZC_MAX_MCAST_QP_ATTACH];
+	struct bzc_dev *bdev;
+	struct work_struct leave;	/* bzc_mcast_leave_work() */
 };
 
 static u32 bzc_mgid_hash(const union ib_gid *mgid)
@@ -34,6 +38,18 @@ void bzc_mcast_init(struct bzc_dev *bdev)
 	mutex_init(&bdev->mc_mutex);
 	spin_lock_init(&bdev->mc_lock);
 	hash_init(bdev->mc_hash);
+	atomic_set(&bdev->mc_leaving, 0);
+}
+
+/**
+ * bzc_mcast_wait_leaves() - wait for the netdev leaves QP destruction queued
+ * @bdev: the device, with every QP gone (no new leave can be queued)
+ *
+ * Before the device lets its netdev go. Sleeps.
+ */
+void bzc_mcast_wait_leaves(struct bzc_dev *bdev)
+{
+	wait_var_event(&bdev->mc_leaving, !atomic_read(&bdev->mc_leaving));
 }
 
 /*
@@ -76,11 +92,12 @@ static int bzc_mcast_index(const struct bzc_mcast_grp *grp,
 }
 
 /*
- * Take member `i` out of its group, mc_mutex held. The last member leaves
- * the group on the netdev and frees it.
+ * Take member `i` out of its group, mc_mutex held. Returns the group when
+ * that was its last member: it is out of the table, and the caller leaves
+ * it on the netdev and frees it once mc_mutex is dropped.
  */
-static void bzc_mcast_remove(struct bzc_dev *bdev, struct bzc_mcast_grp *grp,
-			     u32 i)
+static struct bzc_mcast_grp *bzc_mcast_remove(struct bzc_dev *bdev,
+					      struct bzc_mcast_grp *grp, u32 i)
 {
 	bool last;
 
@@ -94,10 +111,19 @@ static void bzc_mcast_remove(struct bzc_dev *bdev, struct bzc_mcast_grp *grp,
 		WRITE_ONCE(bdev->mc_groups, bdev->mc_groups - 1);
 	}
 	spin_unlock(&bdev->mc_lock);
-	if (last) {
-		bzc_net_mc_leave(bdev, &grp->mgid);
-		kfree(grp);
-	}
+	return last ? grp : NULL;
+}
+
+static void bzc_mcast_leave_work(struct work_struct *work)
+{
+	struct bzc_mcast_grp *grp = container_of(work, struct bzc_mcast_grp,
+						 leave);
+	struct bzc_dev *bdev = grp->bdev;
+
+	bzc_net_mc_leave(bdev, &grp->mgid);
+	kfree(grp);
+	if (atomic_dec_and_test(&bdev->mc_leaving))
+		wake_up_var(&bdev->mc_leaving);
 }
 
 static int bzc_mcast_check(struct ib_qp *ibqp, union ib_gid *gid)
@@ -112,13 +138,19 @@ static int bzc_mcast_check(struct ib_qp *ibqp, union ib_gid *gid)
  * Attaching twice is allowed; the QP still gets one copy of each message.
  * A group the netdev cannot join (no IPv4 or IPv6 on it) fails with the
  * join's errno.
+ *
+ * The netdev join and leave take RTNL, which the RDMA CM holds while it
+ * takes its own locks, and those are held around ib_destroy_qp(): so RTNL
+ * is never taken under mc_mutex. The join comes first, for every
+ * attachment; a group keeps the one its creation made, and an attachment
+ * that made no group leaves again.
  */
 int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 {
 	struct bzc_dev *bdev = to_bdev(ibqp->device);
 	struct bzc_qp *qp = to_bqp(ibqp);
 	struct bzc_mcast_grp *grp, *new;
-	int err;
+	int err, join_err;
 
 	err = bzc_mcast_check(ibqp, gid);
 	if (err)
@@ -126,6 +158,7 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	new = kzalloc(sizeof(*new), GFP_KERNEL);
 	if (!new)
 		return -ENOMEM;
+	join_err = bzc_net_mc_join(bdev, gid);
 
 	mutex_lock(&bdev->mc_mutex);
 	grp = bzc_mcast_find(bdev, gid);
@@ -135,18 +168,21 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	if (bdev->mc_attached >= bdev->attr.max_total_mcast_qp_attach)
 		goto unlock;
 	if (!grp) {
-		if (bdev->mc_groups >= bdev->attr.max_mcast_grp)
+		err = join_err;
+		if (err || bdev->mc_groups >= bdev->attr.max_mcast_grp) {
+			err = err ?: -ENOMEM;
 			goto unlock;
-		err = bzc_net_mc_join(bdev, gid);
-		if (err)
-			goto unlock;
+		}
 		grp = new;
 		new = NULL;
 		grp->mgid = *gid;
+		grp->bdev = bdev;
+		INIT_WORK(&grp->leave, bzc_mcast_leave_work);
 		spin_lock(&bdev->mc_lock);
 		hash_add(bdev->mc_hash, &grp->node, bzc_mgid_hash(gid));
 		WRITE_ONCE(bdev->mc_groups, bdev->mc_groups + 1);
 		spin_unlock(&bdev->mc_lock);
+		join_err = -EEXIST;	/* the group keeps this join */
 	} else if (grp->nr >= bdev->attr.max_mcast_qp_attach) {
 		goto unlock;
 	}
@@ -158,6 +194,8 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	err = 0;
 unlock:
 	mutex_unlock(&bdev->mc_mutex);
+	if (!join_err)
+		bzc_net_mc_leave(bdev, gid);
 	kfree(new);
 	return err;
 }
@@ -165,7 +203,7 @@ unlock:
 int bzc_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 {
 	struct bzc_dev *bdev = to_bdev(ibqp->device);
-	struct bzc_mcast_grp *grp;
+	struct bzc_mcast_grp *grp, *gone = NULL;
 	int err, i = -1;
 
 	err = bzc_mcast_check(ibqp, gid);
@@ -176,16 +214,25 @@ int bzc_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	if (grp)
 		i = bzc_mcast_index(grp, to_bqp(ibqp));
 	if (i >= 0)
-		bzc_mcast_remove(bdev, grp, i);
+		gone = bzc_mcast_remove(bdev, grp, i);
 	mutex_unlock(&bdev->mc_mutex);
+	if (gone) {
+		bzc_net_mc_leave(bdev, &gone->mgid);
+		kfree(gone);
+	}
 	return i >= 0 ? 0 : -EINVAL;
 }
 
-/* A QP being destroyed leaves every group it is still attached to. */
+/*
+ * A QP being destroyed leaves every group it is still attached to. The
+ * RDMA CM may hold its locks around this (rdma_destroy_qp()), so the
+ * netdev leaves of the groups it empties, which take RTNL, run in a
+ * worker.
+ */
 void bzc_mcast_detach_all(struct bzc_qp *qp)
 {
 	struct bzc_dev *bdev = to_bdev(qp->ibqp.device);
-	struct bzc_mcast_grp *grp;
+	struct bzc_mcast_grp *grp, *gone;
 	struct hlist_node *tmp;
 	int bkt, i;
 
@@ -193,8 +240,13 @@ void bzc_mcast_detach_all(struct bzc_qp *qp)
 	if (qp->mc_groups) {
 		hash_for_each_safe(bdev->mc_hash, bkt, tmp, grp, node) {
 			i = bzc_mcast_index(grp, qp);
-			if (i >= 0)
-				bzc_mcast_remove(bdev, grp, i);
+			if (i < 0)
+				continue;
+			gone = bzc_mcast_remove(bdev, grp, i);
+			if (gone) {
+				atomic_inc(&bdev->mc_leaving);
+				schedule_work(&gone->leave);
+			}
 		}
 	}
 	mutex_unlock(&bdev->mc_mutex);

@@ -380,6 +380,7 @@ static void bzc_dealloc_driver(struct ib_device *ibdev)
 {
 	struct bzc_dev *bdev = to_bdev(ibdev);
 
+	bzc_mcast_wait_leaves(bdev);
 	rtnl_lock();
 	bzc_net_detach(bdev);
 	rtnl_unlock();
