@@ -151,6 +151,7 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	struct bzc_qp *qp = to_bqp(ibqp);
 	struct bzc_mcast_grp *grp, *new;
 	int err, join_err;
+	bool leave;
 
 	err = bzc_mcast_check(ibqp, gid);
 	if (err)
@@ -159,6 +160,7 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	if (!new)
 		return -ENOMEM;
 	join_err = bzc_net_mc_join(bdev, gid);
+	leave = !join_err;	/* until a new group keeps the join */
 
 	mutex_lock(&bdev->mc_mutex);
 	grp = bzc_mcast_find(bdev, gid);
@@ -168,11 +170,11 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	if (bdev->mc_attached >= bdev->attr.max_total_mcast_qp_attach)
 		goto unlock;
 	if (!grp) {
-		err = join_err;
-		if (err || bdev->mc_groups >= bdev->attr.max_mcast_grp) {
-			err = err ?: -ENOMEM;
+		if (bdev->mc_groups >= bdev->attr.max_mcast_grp)
 			goto unlock;
-		}
+		err = join_err;
+		if (err)
+			goto unlock;
 		grp = new;
 		new = NULL;
 		grp->mgid = *gid;
@@ -182,7 +184,7 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 		hash_add(bdev->mc_hash, &grp->node, bzc_mgid_hash(gid));
 		WRITE_ONCE(bdev->mc_groups, bdev->mc_groups + 1);
 		spin_unlock(&bdev->mc_lock);
-		join_err = -EEXIST;	/* the group keeps this join */
+		leave = false;
 	} else if (grp->nr >= bdev->attr.max_mcast_qp_attach) {
 		goto unlock;
 	}
@@ -194,7 +196,7 @@ int bzc_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	err = 0;
 unlock:
 	mutex_unlock(&bdev->mc_mutex);
-	if (!join_err)
+	if (leave)
 		bzc_net_mc_leave(bdev, gid);
 	kfree(new);
 	return err;
